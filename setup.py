@@ -1,0 +1,39 @@
+"""ament_python build for string_perception (also installable with plain pip)."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = 'string_perception'
+
+setup(
+    name=PACKAGE,
+    version='0.1.0',
+    packages=find_packages(exclude=['test', 'test.*']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
+        (f'share/{PACKAGE}', ['package.xml']),
+        (f'share/{PACKAGE}/launch', glob('launch/*.py')),
+        (f'share/{PACKAGE}/config', glob('config/*.yaml') + glob('config/*.xml') + glob('config/*.rviz')),
+        (f'share/{PACKAGE}/models', glob('models/*.onnx') + glob('models/*.json') + glob('models/*.md')),
+    ],
+    install_requires=['setuptools'],
+    zip_safe=True,
+    maintainer='string_perception developers',
+    maintainer_email='dev@string-perception.invalid',
+    description='ViTD with STRING position encodings for RGB-D 3D detection in ROS 2',
+    license='Apache-2.0',
+    tests_require=['pytest'],
+    entry_points={
+        'console_scripts': [
+            'string_perception_node = string_perception.ros.node:main',
+            'string-perception-train = string_perception.training.train:main',
+            'string-perception-evaluate = string_perception.evaluation.evaluate:main',
+            'string-perception-export = string_perception.export.export_onnx:main',
+            'string-perception-generate = string_perception.scenes.cli:main',
+            'string-perception-play = string_perception.bags.play:main',
+            'string-perception-record = string_perception.bags.record:main',
+            'string-perception-eval = string_perception.bags.eval_bag:main',
+            'string-perception-demo = string_perception.demo:main',
+        ],
+    },
+)
