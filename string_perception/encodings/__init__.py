@@ -2,55 +2,57 @@
 
     ENCODING_NAMES
     build_position_encoding(name, *, head_dim, num_heads, coord_dim, shared_across_heads=False, **kw)
-    PositionEncoding.forward(x[B,H,N,Dh], coords[B,N,dc]) -> R(r) x
-    PositionEncoding.canonical() -> CanonicalForm(basis[H,Dh,Dh], freqs[H,Dh/2,dc])  (float64, detached)
+    PositionEncoding.forward(x[B,H,N,Dh], coords[B,N,dc]) -> R(r) x        (same dtype as x)
+    PositionEncoding.canonical() -> CanonicalForm(basis[H,Dh,Dh], freqs[H,Dh/2,dc])   (float64, detached)
+    PositionEncoding.generators() -> L[H,dc,Dh,Dh] (float64): R(r) = expm(Σ_k r_k L_k)
     apply_rope_mixed(x, coords, freqs)                  # the only op of the exported graph
     fold_basis_into_projection(weight, bias, basis)     # W <- P W per head
 
 Rot pairs are half-split: pair u = dims (u, u + Dh/2); see `base.py`.
+shared_across_heads=True: parameters have a leading head axis of 1 (broadcast); canonical()/generators()
+still return all H heads (identical), so export code never needs to special-case it.
 """
 from __future__ import annotations
 
+import inspect
+
 from .base import CanonicalForm, PositionEncoding, apply_rope_mixed
+from .canonical import canonical_from_generators, joint_block_diagonalize, materialize_rotations
+from .cayley import CayleyStringEncoding
+from .circulant import CirculantStringEncoding
+from .defects import Defects, generator_defects
+from .dense import DenseStringEncoding, apply_string_expm
 from .fold import fold_basis_into_projection
 from .rope import IdentityEncoding, RoPEEncoding, RoPEMixedEncoding
 
 __all__ = ['ENCODING_NAMES', 'build_position_encoding', 'apply_rope_mixed', 'fold_basis_into_projection',
-           'CanonicalForm', 'PositionEncoding']
+           'CanonicalForm', 'PositionEncoding', 'canonical_from_generators', 'joint_block_diagonalize',
+           'materialize_rotations', 'generator_defects', 'Defects', 'apply_string_expm',
+           'IdentityEncoding', 'RoPEEncoding', 'RoPEMixedEncoding', 'CayleyStringEncoding',
+           'CirculantStringEncoding', 'DenseStringEncoding']
 
 ENCODING_NAMES = ('none', 'rope', 'rope_mixed', 'cayley', 'circulant', 'dense')
 
-
-def _registry() -> dict:
-    reg = {'none': IdentityEncoding, 'rope': RoPEEncoding, 'rope_mixed': RoPEMixedEncoding}
-    try:  # variants still being written land here as they are committed
-        from .cayley import CayleyStringEncoding
-        reg['cayley'] = CayleyStringEncoding
-    except ImportError:
-        pass
-    try:
-        from .circulant import CirculantStringEncoding
-        reg['circulant'] = CirculantStringEncoding
-    except ImportError:
-        pass
-    try:
-        from .dense import DenseStringEncoding
-        reg['dense'] = DenseStringEncoding
-    except ImportError:
-        pass
-    return reg
+_CLASSES = {'none': IdentityEncoding, 'rope': RoPEEncoding, 'rope_mixed': RoPEMixedEncoding,
+            'cayley': CayleyStringEncoding, 'circulant': CirculantStringEncoding, 'dense': DenseStringEncoding}
 
 
 def build_position_encoding(name: str, *, head_dim: int, num_heads: int, coord_dim: int,
                             shared_across_heads: bool = False, **variant_kwargs) -> PositionEncoding:
-    """Build the position encoding `name` (one of ENCODING_NAMES); variant_kwargs go to its constructor."""
-    if name not in ENCODING_NAMES:
+    """Build the position encoding `name` (one of ENCODING_NAMES); variant_kwargs go to its constructor.
+
+    Variant kwargs: rope: base (10 000). rope_mixed: base (100), generator. cayley: band, base, generator.
+    circulant: block_size, init, base, init_std, generator. dense: base, init_std, generator.
+    """
+    if name not in _CLASSES:
         raise ValueError(f'unknown position encoding {name!r}; valid names: {", ".join(ENCODING_NAMES)}')
-    reg = _registry()
-    if name not in reg:
-        raise NotImplementedError(f'position encoding {name!r} is not implemented yet')
-    try:
-        return reg[name](head_dim=head_dim, num_heads=num_heads, coord_dim=coord_dim,
-                         shared_across_heads=shared_across_heads, **variant_kwargs)
-    except TypeError as e:  # unexpected keyword for this variant
-        raise ValueError(f'bad arguments for position encoding {name!r}: {e}') from e
+    cls = _CLASSES[name]
+    allowed = {p for c in cls.__mro__ if '__init__' in vars(c)
+               for p in inspect.signature(c.__init__).parameters} - {'self', 'kw'}
+    unknown = sorted(set(variant_kwargs) - allowed)
+    if unknown:
+        valid = sorted(allowed - {'head_dim', 'num_heads', 'coord_dim', 'shared_across_heads'})
+        raise ValueError(f'unknown argument(s) {unknown} for position encoding {name!r}; '
+                         f'valid: {valid or "none"}')
+    return cls(head_dim=head_dim, num_heads=num_heads, coord_dim=coord_dim,
+               shared_across_heads=shared_across_heads, **variant_kwargs)

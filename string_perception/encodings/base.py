@@ -108,7 +108,7 @@ def rot_generator(head_dim: int, dtype=torch.float64) -> torch.Tensor:
 class PositionEncoding(nn.Module):
     """Base class: forward(x[B,H,N,Dh], coords[B,N,dc]) -> R(r) x, and canonical() -> CanonicalForm.
 
-    Subclasses implement `_apply(x, coords)` (inputs already checked, in compute dtype) and `canonical()`.
+    Subclasses implement `_encode(x, coords)` (inputs already checked, in compute dtype) and `canonical()`.
     Parameters carry a leading head axis of size num_heads, or 1 when shared_across_heads (broadcast).
     """
 
@@ -130,9 +130,9 @@ class PositionEncoding(nn.Module):
     def forward(self, x: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
         check_inputs(x, coords, num_heads=self.num_heads, head_dim=self.head_dim, coord_dim=self.coord_dim)
         dt = compute_dtype(x, coords)
-        return self._apply(x.to(dt), coords.to(dt)).to(x.dtype)
+        return self._encode(x.to(dt), coords.to(dt)).to(x.dtype)
 
-    def _apply(self, x: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
+    def _encode(self, x: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
     def canonical(self) -> CanonicalForm:

@@ -59,7 +59,7 @@ class IdentityEncoding(PositionEncoding):
 
     name = 'none'
 
-    def _apply(self, x, coords):
+    def _encode(self, x, coords):
         return x
 
     def generators(self) -> torch.Tensor:
@@ -76,7 +76,7 @@ class _FreqEncoding(PositionEncoding):
 
     freqs: torch.Tensor
 
-    def _apply(self, x, coords):
+    def _encode(self, x, coords):
         return apply_rope_mixed(x, coords, self.freqs.to(x.dtype))
 
     def generators(self) -> torch.Tensor:
