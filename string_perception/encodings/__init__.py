@@ -47,8 +47,9 @@ def build_position_encoding(name: str, *, head_dim: int, num_heads: int, coord_d
     if name not in _CLASSES:
         raise ValueError(f'unknown position encoding {name!r}; valid names: {", ".join(ENCODING_NAMES)}')
     cls = _CLASSES[name]
-    allowed = {p for c in cls.__mro__ if '__init__' in vars(c)
-               for p in inspect.signature(c.__init__).parameters} - {'self', 'kw'}
+    allowed = {p.name for c in cls.__mro__ if issubclass(c, PositionEncoding) and '__init__' in vars(c)
+               for p in inspect.signature(c.__init__).parameters.values()
+               if p.kind is p.KEYWORD_ONLY}
     unknown = sorted(set(variant_kwargs) - allowed)
     if unknown:
         valid = sorted(allowed - {'head_dim', 'num_heads', 'coord_dim', 'shared_across_heads'})

@@ -2,7 +2,7 @@
 
 The learnable variant keeps the generators commuting by construction (seed 001 Lemma 1, read backwards):
 L_k = Qᵀ (Σ_u λ_{k,u} J_u) Q with Q = expm(W − Wᵀ) ∈ SO(Dh) and J_u the half-split pair generators.
-O(N·Dh³) per head: use it to check the fast variants, not in a model.
+O(N·Dh³) per head, computed in float64: use it to check the fast variants, not in a model.
 """
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ class DenseStringEncoding(PositionEncoding):
         return basis_generators(q, self.freqs.to(dtype))  # [Hp, dc, Dh, Dh]
 
     def _encode(self, x, coords):
-        return apply_string_expm(x, coords, self._generators(x.dtype))
+        # float64 always: float32 matrix_exp of a large A(r) loses ~1e-6·‖A‖, too much for an oracle
+        return apply_string_expm(x.double(), coords.double(), self._generators(torch.float64)).to(x.dtype)
 
     def generators(self) -> torch.Tensor:
         with torch.no_grad():
