@@ -205,7 +205,8 @@ def save_checkpoint(path: str | os.PathLike, model: ViTD, config: Optional[ViTDC
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix='.ckpt-', dir=d)
+    # torch's zip writer derives the archive name from the file name: keep it non-empty (no leading dot).
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + '.', suffix='.tmp', dir=d)
     os.close(fd)
     try:
         torch.save(ckpt, tmp)
