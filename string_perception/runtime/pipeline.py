@@ -1,0 +1,172 @@
+"""The one code path shared by the ROS node, the offline bag evaluator and the demo:
+camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_detections`.
+
+>>> pipe = Pipeline('models/default.onnx', providers=('CUDAExecutionProvider', 'CPUExecutionProvider'))
+>>> result = pipe(rgb, depth, K)                      # rgb uint8 [h,w,3], depth uint16 mm | float32 m, K [3,3]
+>>> result.detections.translations, result.embedding, result.timings['inference_ms']
+
+Errors: a bad frame raises :class:`InputError` (``kind`` for per-kind counters) and leaves the pipeline usable
+for the next frame; a frame with no valid depth is processed and reported in ``result.warnings``. Model faults
+surface as :class:`ModelLoadError` from the constructor and :class:`InferenceError` from a call.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .errors import InputError
+from .onnx_runner import DEFAULT_PROVIDERS, OnnxModel
+from .postprocess import Detections, _check_params, decode_detections
+from .preprocess import ModelInputs, prepare_inputs, stack_inputs, to_rgb
+
+__all__ = ['Pipeline', 'PipelineResult']
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    """What one frame gives."""
+
+    detections: Detections
+    embedding: np.ndarray                 # float32 [E] policy embedding
+    timings: dict[str, float]             # preprocess_ms, inference_ms, postprocess_ms, total_ms (per frame)
+    input_hw: tuple[int, int]             # model input (H, W)
+    warnings: tuple[str, ...] = ()        # warning kinds, e.g. 'no_valid_depth'
+    intrinsics: np.ndarray | None = None  # float32 [3,3] K of the model input (after crop/resize)
+    crop_xywh: tuple[int, int, int, int] = (0, 0, 0, 0)   # crop of the source colour frame
+    valid_depth_fraction: float = 1.0
+
+
+class Pipeline:
+    """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
+    max_depth_m=None, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many."""
+
+    def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,
+                 nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
+                 max_depth_m: float | None = None, model: OnnxModel | None = None, **model_kwargs):
+        self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
+                        pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m)
+        self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
+
+    @classmethod
+    def from_model(cls, model: OnnxModel, **params) -> 'Pipeline':
+        """Wrap an already loaded :class:`OnnxModel` (shares its session)."""
+        return cls(model.path, model=model, **params)
+
+    def set_params(self, *, score_threshold: float | None = None, nms_iou: float | None = None,
+                   max_detections: int | None = None, pre_nms_top_k: int | None = None,
+                   max_depth_m: float | None | str = 'unchanged') -> None:
+        """Change postprocess/preprocess parameters (validated together; ``ValueError`` leaves them unchanged)."""
+        cur = getattr(self, '_params', {})
+        new = dict(cur)
+        for k, v in (('score_threshold', score_threshold), ('nms_iou', nms_iou),
+                     ('max_detections', max_detections), ('pre_nms_top_k', pre_nms_top_k)):
+            if v is not None:
+                new[k] = v
+        _check_params(new['score_threshold'], new['nms_iou'], new['max_detections'], new['pre_nms_top_k'])
+        if max_depth_m != 'unchanged':
+            if max_depth_m is not None and not (float(max_depth_m) > 0):
+                raise ValueError(f'max_depth_m must be > 0 or None, got {max_depth_m}')
+            new['max_depth_m'] = None if max_depth_m is None else float(max_depth_m)
+        self._params = new
+
+    @property
+    def params(self) -> dict:
+        return dict(self._params)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.model.labels
+
+    @property
+    def input_hw(self) -> tuple[int, int]:
+        return self.model.input_hw
+
+    @property
+    def provider(self) -> str:
+        return self.model.provider
+
+    # ------------------------------------------------------------------ one frame
+    def preprocess(self, rgb, depth, K, *, encoding: str = 'rgb8', intrinsics_hw=None) -> ModelInputs:
+        """Colour conversion (``encoding``: rgb8 / bgr8 / rgba8 / bgra8 / mono8) + :func:`prepare_inputs`."""
+        return prepare_inputs(to_rgb(rgb, encoding), depth, K, self.input_hw, max_depth_m=self._params['max_depth_m'],
+                              intrinsics_hw=intrinsics_hw)
+
+    def _decode(self, outputs: dict[str, np.ndarray], i: int) -> Detections:
+        p = self._params
+        return decode_detections(outputs['boxes'][i], outputs['logits'][i], self.labels,
+                                 score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
+                                 max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'])
+
+    def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', intrinsics_hw=None) -> PipelineResult:
+        """One frame: ``rgb`` ([h,w,3] in ``encoding``), ``depth`` (uint16 mm | float32 m), ``K`` [3,3]."""
+        t0 = time.perf_counter()
+        inputs = self.preprocess(rgb, depth, K, encoding=encoding, intrinsics_hw=intrinsics_hw)
+        t1 = time.perf_counter()
+        outputs = self.model.run(**inputs.feed())
+        t2 = time.perf_counter()
+        dets = self._decode(outputs, 0)
+        t3 = time.perf_counter()
+        return self._result(inputs, dets, outputs['embedding'][0],
+                            {'preprocess_ms': (t1 - t0) * 1e3, 'inference_ms': (t2 - t1) * 1e3,
+                             'postprocess_ms': (t3 - t2) * 1e3, 'total_ms': (t3 - t0) * 1e3})
+
+    def _result(self, inputs: ModelInputs, dets: Detections, embedding: np.ndarray, timings) -> PipelineResult:
+        return PipelineResult(detections=dets, embedding=np.array(embedding, dtype=np.float32),   # [E] copy
+                              timings=timings, input_hw=self.input_hw, warnings=inputs.warnings,
+                              intrinsics=inputs.intrinsics[0].copy(), crop_xywh=inputs.crop_xywh,
+                              valid_depth_fraction=inputs.valid_depth_fraction)
+
+    # ------------------------------------------------------------------ many frames (evaluator)
+    def run_batch(self, frames: Iterable[Sequence], batch_size: int = 8,
+                  on_error: str = 'raise') -> list[PipelineResult | InputError]:
+        """Frames ``(rgb, depth, K)`` or ``(rgb, depth, K, encoding)`` -> one result per frame, in order.
+
+        Frames are preprocessed one by one and run ``batch_size`` at a time (1 for a fixed-batch model); the
+        results equal calling the pipeline on each frame. Timings are per frame (inference = batch time / B).
+        ``on_error='raise'`` re-raises a frame's :class:`InputError`; ``'return'`` puts it in that frame's slot.
+        """
+        if on_error not in ('raise', 'return'):
+            raise ValueError(f"on_error must be 'raise' or 'return', got {on_error!r}")
+        if int(batch_size) < 1:
+            raise ValueError(f'batch_size must be >= 1, got {batch_size}')
+        if self.model._static_batch is not None:
+            batch_size = self.model._static_batch
+        results: list[PipelineResult | InputError | None] = []
+        pending: list[tuple[int, ModelInputs, float]] = []
+
+        def flush():
+            if not pending:
+                return
+            t1 = time.perf_counter()
+            outputs = self.model.run(**stack_inputs([x for _, x, _ in pending]))
+            infer_ms = (time.perf_counter() - t1) * 1e3 / len(pending)
+            for j, (slot, inputs, pre_ms) in enumerate(pending):
+                t2 = time.perf_counter()
+                dets = self._decode(outputs, j)
+                post_ms = (time.perf_counter() - t2) * 1e3
+                results[slot] = self._result(inputs, dets, outputs['embedding'][j],
+                                             {'preprocess_ms': pre_ms, 'inference_ms': infer_ms,
+                                              'postprocess_ms': post_ms, 'total_ms': pre_ms + infer_ms + post_ms,
+                                              'batch_size': float(len(pending))})
+            pending.clear()
+
+        for frame in frames:
+            rgb, depth, K = frame[:3]
+            encoding = frame[3] if len(frame) > 3 else 'rgb8'
+            results.append(None)
+            t0 = time.perf_counter()
+            try:
+                inputs = self.preprocess(rgb, depth, K, encoding=encoding)
+            except InputError as e:
+                if on_error == 'raise':
+                    raise
+                results[-1] = e
+                continue
+            pending.append((len(results) - 1, inputs, (time.perf_counter() - t0) * 1e3))
+            if len(pending) >= batch_size:
+                flush()
+        flush()
+        return results  # type: ignore[return-value]

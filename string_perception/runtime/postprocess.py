@@ -1,0 +1,164 @@
+"""Model outputs -> 3D detections: sigmoid scores, per-token best class, threshold, top-k, class-wise 3D NMS.
+
+``decode_detections(boxes[N,12], logits[N,C], labels)`` follows docs/ARCHITECTURE.md: a box row is
+``[t(3), rot6d(6), size(3)]`` (metres, camera optical frame; 6D = first two rotation COLUMNS, Gram-Schmidt via
+:func:`string_perception.box_ops.rotation_from_6d`), ``logits`` are per-class sigmoid logits (OWL-ViT style).
+NMS is greedy and class-wise with the exact oriented IoU of :mod:`string_perception.iou3d`: a box suppresses
+lower-scored boxes **of the same class** whose IoU with it is ``> nms_iou``; other classes are never suppressed.
+
+Bad model outputs never raise: tokens with any non-finite number (NaN/inf in boxes or logits) are dropped and
+counted in ``Detections.num_non_finite``; tokens with a non-positive or absurd size (> 1 km), an absurd centre
+(> 1000 km) or a degenerate 6D rotation (zero or parallel columns) are dropped and counted in
+``Detections.num_invalid``. Only arrays of the wrong shape/dtype raise
+:class:`~string_perception.runtime.errors.OutputError` (kind ``'bad_output'``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+from scipy.special import expit
+
+from ..box_ops import Box3D, rotation_from_6d, rotation_to_quaternion
+from ..iou3d import pairwise_box3d_iou
+from .errors import OutputError
+
+__all__ = ['Detections', 'decode_detections']
+
+_MAX_SIZE_M = 1e3        # larger boxes are model garbage (and would make volumes meaningless)
+_MAX_CENTRE_M = 1e6
+_DEGENERATE_EPS = 1e-9   # relative: |a1| and |a1 x a2| / (|a1||a2|) below this -> no rotation
+
+
+@dataclass(frozen=True)
+class Detections:
+    """Detections of one frame, sorted by decreasing score. All float arrays are float64."""
+
+    translations: np.ndarray        # [M,3] box centres, metres, camera optical frame
+    rotations: np.ndarray           # [M,3,3] columns = box axes in the camera frame
+    quaternions_xyzw: np.ndarray    # [M,4] unit, (x, y, z, w), w >= 0
+    sizes: np.ndarray               # [M,3] full edge lengths, metres, > 0
+    class_ids: np.ndarray           # [M] int64 index into labels
+    class_names: list[str]          # [M]
+    scores: np.ndarray              # [M] in [0, 1]
+    token_indices: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [M] source token
+    num_non_finite: int = 0         # tokens dropped for NaN/inf outputs
+    num_invalid: int = 0            # tokens dropped for size <= 0, absurd values or degenerate rotation
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+    @classmethod
+    def empty(cls, num_non_finite: int = 0, num_invalid: int = 0) -> 'Detections':
+        return cls(translations=np.zeros((0, 3)), rotations=np.zeros((0, 3, 3)), quaternions_xyzw=np.zeros((0, 4)),
+                   sizes=np.zeros((0, 3)), class_ids=np.zeros(0, np.int64), class_names=[], scores=np.zeros(0),
+                   token_indices=np.zeros(0, np.int64), num_non_finite=num_non_finite, num_invalid=num_invalid)
+
+
+def _as_output(x, name: str, last: int | None) -> np.ndarray:
+    try:
+        a = np.asarray(x)
+    except Exception as e:
+        raise OutputError('bad_output', f'{name} is not an array: {e}') from None
+    if a.ndim == 3 and a.shape[0] == 1:
+        a = a[0]                                                # [1,N,k] -> [N,k]
+    if a.ndim != 2 or (last is not None and a.shape[1] != last):
+        raise OutputError('bad_output', f'{name} must be [N,{last if last is not None else "C"}] (or [1,N,..]), '
+                                        f'got shape {a.shape}')
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer)):
+        raise OutputError('bad_output', f'{name} must be a real-valued array, got dtype {a.dtype}')
+    return a.astype(np.float64, copy=False)
+
+
+def _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k) -> None:
+    if not (0.0 <= score_threshold <= 1.0):
+        raise ValueError(f'score_threshold must be in [0, 1], got {score_threshold}')
+    if not (0.0 < nms_iou <= 1.0):
+        raise ValueError(f'nms_iou must be in (0, 1] (1 disables NMS), got {nms_iou}')
+    if int(max_detections) != max_detections or max_detections < 0:
+        raise ValueError(f'max_detections must be an integer >= 0, got {max_detections}')
+    if int(pre_nms_top_k) != pre_nms_top_k or pre_nms_top_k < 1:
+        raise ValueError(f'pre_nms_top_k must be an integer >= 1, got {pre_nms_top_k}')
+
+
+def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: float = 0.3, nms_iou: float = 0.3,
+                      max_detections: int = 50, pre_nms_top_k: int = 200) -> Detections:
+    """``boxes[N,12]``, ``logits[N,C]`` (a leading batch of 1 is accepted) -> :class:`Detections`.
+
+    Steps: drop non-finite / invalid tokens; score = sigmoid(max logit), class = argmax; keep
+    ``score >= score_threshold``; keep the ``pre_nms_top_k`` best; greedy class-wise NMS at ``nms_iou``
+    (``1.0`` disables it); at most ``max_detections`` results, sorted by decreasing score (ties by token index).
+    """
+    _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
+    b = _as_output(boxes, 'boxes', 12)                          # [N,12]
+    lg = _as_output(logits, 'logits', None)                     # [N,C]
+    labels = [str(s) for s in labels]
+    if lg.shape[0] != b.shape[0]:
+        raise OutputError('bad_output', f'boxes has {b.shape[0]} tokens but logits has {lg.shape[0]}')
+    if lg.shape[1] != len(labels) or not labels:
+        raise OutputError('bad_output', f'logits has {lg.shape[1]} classes but there are {len(labels)} labels')
+
+    finite = np.isfinite(b).all(axis=1) & np.isfinite(lg).all(axis=1)          # [N]
+    num_non_finite = int(np.count_nonzero(~finite))
+    with np.errstate(invalid='ignore', over='ignore'):
+        a1, a2 = b[:, 3:6], b[:, 6:9]
+        n1 = np.linalg.norm(a1, axis=1)
+        n2 = np.linalg.norm(a2, axis=1)
+        ncross = np.linalg.norm(np.cross(a1, a2), axis=1)
+        sane = ((b[:, 9:12] > 0).all(axis=1) & (b[:, 9:12] <= _MAX_SIZE_M).all(axis=1)
+                & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M).all(axis=1)
+                & (n1 > _DEGENERATE_EPS) & (ncross > _DEGENERATE_EPS * n1 * n2))   # [N]
+    ok = finite & sane
+    num_invalid = int(np.count_nonzero(finite & ~sane))
+    if max_detections == 0 or not ok.any():
+        return Detections.empty(num_non_finite, num_invalid)
+
+    idx = np.flatnonzero(ok)                                    # [n] surviving token indices
+    cls = np.argmax(lg[idx], axis=1)                            # [n] best class per token
+    scores = expit(lg[idx, cls])                                # [n] sigmoid of the best logit, in [0,1]
+    keep = scores >= score_threshold
+    idx, cls, scores = idx[keep], cls[keep], scores[keep]
+    if idx.size == 0:
+        return Detections.empty(num_non_finite, num_invalid)
+    order = np.lexsort((idx, -scores))[:int(pre_nms_top_k)]    # by score desc, then token index
+    idx, cls, scores = idx[order], cls[order], scores[order]
+
+    t = b[idx, 0:3]                                             # [k,3]
+    R = rotation_from_6d(b[idx, 3:9])                           # [k,3,3]
+    size = b[idx, 9:12]                                         # [k,3]
+    chosen = _greedy_nms(t, R, size, cls, float(nms_iou), int(max_detections))
+    sel = np.asarray(chosen, dtype=np.int64)                    # [M] positions in the candidate list
+    return Detections(
+        translations=t[sel], rotations=R[sel], quaternions_xyzw=rotation_to_quaternion(R[sel]).reshape(-1, 4),
+        sizes=size[sel], class_ids=cls[sel].astype(np.int64), class_names=[labels[c] for c in cls[sel]],
+        scores=scores[sel], token_indices=idx[sel].astype(np.int64),
+        num_non_finite=num_non_finite, num_invalid=num_invalid)
+
+
+def _greedy_nms(t, R, size, cls, nms_iou: float, max_detections: int) -> list[int]:
+    """Greedy class-wise NMS over candidates already sorted by decreasing score -> kept positions."""
+    k = t.shape[0]
+    volume = np.prod(size, axis=1)                              # [k]
+    suppressed = np.zeros(k, dtype=bool)
+    kept: list[int] = []
+    for i in range(k):
+        if suppressed[i]:
+            continue
+        kept.append(i)
+        if len(kept) >= max_detections:
+            break
+        if nms_iou >= 1.0:
+            continue
+        rest = np.flatnonzero(~suppressed[i + 1:] & (cls[i + 1:] == cls[i])) + i + 1   # same class, lower score
+        if rest.size == 0:
+            continue
+        # IoU <= min(vol)/max(vol): skip pairs that cannot reach the threshold (cheap, exact bound).
+        ratio = np.minimum(volume[rest], volume[i]) / np.maximum(volume[rest], volume[i])
+        rest = rest[ratio > nms_iou]
+        if rest.size == 0:
+            continue
+        iou = pairwise_box3d_iou(Box3D(t[i:i + 1], R[i:i + 1], size[i:i + 1]),
+                                 Box3D(t[rest], R[rest], size[rest]))[0]   # [len(rest)]
+        suppressed[rest[iou > nms_iou]] = True
+    return kept
