@@ -8,10 +8,11 @@ intrinsics are ``K' = A @ K`` with ``A = [[sx, 0, sx*(0.5 - x0) - 0.5], [0, sy, 
 a 3D point projected with ``K`` onto the source frame lands, after the crop/resize, where ``K'`` projects it.
 
 Depth (registered to colour) is sampled at the same model-pixel centres with nearest neighbour (centre-aligned,
-i.e. ``cv2.INTER_NEAREST_EXACT``, so colour and depth stay registered and no depth values are blended). A depth
-image of another size is accepted when it has the colour's aspect ratio (within 1 %): it is resized by the same
-factor as part of that sampling. Units come from the dtype, never a user divisor: ``uint16`` = millimetres
-(16UC1), ``float32``/``float64`` = metres (32FC1). 0, NaN, ±inf, negative (and beyond ``max_depth_m`` when set)
+like ``cv2.INTER_NEAREST_EXACT`` but in exact integer arithmetic, so colour and depth stay registered and no
+depth values are blended). A depth image of another size is accepted when it is the colour frame scaled by one
+factor (up to one pixel of rounding each way, e.g. 320x240 for 640x480): it is resized by that factor within the
+same sampling; any other size is ``InputError('size_mismatch')``. Units come from the dtype, never a user
+divisor: ``uint16`` = millimetres (16UC1), ``float32``/``float64`` = metres (32FC1). 0, NaN, ±inf, negative (and beyond ``max_depth_m`` when set)
 are invalid and become 0 in the model input.
 
 A frame whose depth has no valid pixel in the crop is still processed (the model sees the colour image and
@@ -40,7 +41,7 @@ DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
 # 8K UHD (7680x4320 = 33.2 Mpx) is handled; far bigger frames are refused before any work is done.
 DEFAULT_MAX_PIXELS = 50_000_000
 DEFAULT_MAX_SIDE = 16384
-_ASPECT_TOL = 0.01  # relative difference allowed between the depth->colour scale factors in x and y
+_MIN_FOCAL, _MAX_ABS_K = 1e-2, 1e8   # pixels; keeps K and the rescaled K finite and invertible in float32
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def _check_depth(depth, encoding: str | None) -> np.ndarray:
 def _to_metres(raw: np.ndarray, max_depth_m: float | None) -> np.ndarray:
     """Raw depth samples (uint16 mm or float m, any shape) -> float32 metres with invalid -> 0."""
     if raw.dtype == np.uint16:
-        m = raw.astype(np.float32) * np.float32(0.001)          # 0 stays 0 (invalid)
+        m = raw.astype(np.float32) / np.float32(1000.0)         # mm -> m (correctly rounded); 0 stays 0
     else:
         with np.errstate(invalid='ignore', over='ignore'):
             m = raw.astype(np.float32, copy=True)               # float64 beyond float32 range -> inf
@@ -191,7 +192,7 @@ def crop_resize_intrinsics(K, crop_xywh: tuple[int, int, int, int], out_hw: tupl
 def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
     """Check a pinhole K (3x3 or 9 numbers, e.g. CameraInfo.k) -> float64 [3,3]; ``InputError('bad_intrinsics')``.
 
-    Requires finite values, ``fx, fy > 0``, last row ``[0, 0, 1]``, ``K[1,0] == 0`` and (given the image size
+    Requires finite values, ``fx, fy`` in ``[0.01, 1e8]`` px (and every entry within ±1e8), last row ``[0, 0, 1]``, ``K[1,0] == 0`` and (given the image size
     ``hw``) a principal point inside the image ``[0, w] x [0, h]``. Skew ``K[0,1]`` is allowed.
     """
     try:
@@ -207,6 +208,9 @@ def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
         raise InputError('bad_intrinsics', 'intrinsics are all zero (uncalibrated camera?)')
     if not (K[0, 0] > 0 and K[1, 1] > 0):
         raise InputError('bad_intrinsics', f'fx and fy must be > 0, got fx={K[0, 0]} fy={K[1, 1]}')
+    if not (_MIN_FOCAL <= min(K[0, 0], K[1, 1]) and np.all(np.abs(K) <= _MAX_ABS_K)):
+        raise InputError('bad_intrinsics', f'intrinsics out of range (fx, fy in [{_MIN_FOCAL}, {_MAX_ABS_K:g}] px, '
+                                           f'|entries| <= {_MAX_ABS_K:g}): {K.tolist()}')
     if not (np.allclose(K[2], [0.0, 0.0, 1.0], atol=1e-6) and abs(K[1, 0]) <= 1e-9):
         raise InputError('bad_intrinsics', f'intrinsics must be [[fx,s,cx],[0,fy,cy],[0,0,1]], got {K.tolist()}')
     if hw is not None:
@@ -247,8 +251,8 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
                                            f'the colour image is {w}x{h}')
     K = validate_intrinsics(K, (h, w))
 
-    fy_d, fx_d = hd / h, wd / w                                 # depth pixels per colour pixel
-    if abs(fx_d - fy_d) > _ASPECT_TOL * max(fx_d, fy_d):
+    # Registered depth of another size must be the colour frame scaled by one factor, up to a pixel of rounding.
+    if (hd, wd) != (h, w) and (abs(hd * w / wd - h) > 1.0 + 1e-9 or abs(wd * h / hd - w) > 1.0 + 1e-9):
         raise InputError('size_mismatch', f'depth {wd}x{hd} is not registered to colour {w}x{h}: different aspect '
                                           'ratio, so it cannot be resized by one factor')
 
@@ -259,11 +263,12 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
     else:
         image = cv2.resize(np.ascontiguousarray(crop), (W, H), interpolation=cv2.INTER_AREA)  # [H,W,3]
 
-    # Model pixel centres -> source colour coordinates -> depth pixel indices (centre-aligned nearest).
-    ys = (y0 + (np.arange(H) + 0.5) * (ch / H)) * fy_d          # [H] continuous depth rows (edge-based)
-    xs = (x0 + (np.arange(W) + 0.5) * (cw / W)) * fx_d          # [W]
-    rows = np.clip(np.floor(ys).astype(np.int64), 0, hd - 1)
-    cols = np.clip(np.floor(xs).astype(np.int64), 0, wd - 1)
+    # Model pixel centres -> source colour coordinates -> depth pixel indices (centre-aligned nearest), in exact
+    # integer arithmetic: row i samples floor((y0 + (i + 1/2) * ch / H) * hd / h) (edge-based coordinates).
+    i2 = 2 * np.arange(H, dtype=np.int64) + 1                   # [H] 2i+1
+    j2 = 2 * np.arange(W, dtype=np.int64) + 1                   # [W]
+    rows = np.clip((2 * H * y0 + i2 * ch) * hd // (2 * H * h), 0, hd - 1)   # [H]
+    cols = np.clip((2 * W * x0 + j2 * cw) * wd // (2 * W * w), 0, wd - 1)   # [W]
     depth_m = _to_metres(d[rows[:, None], cols[None, :]], max_depth_m)   # [H,W] float32
 
     valid = float(np.count_nonzero(depth_m)) / depth_m.size
