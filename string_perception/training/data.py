@@ -1,0 +1,328 @@
+"""Training / evaluation data: generated RGB-D frames, addressed by seed.
+
+Every sample is ``generate_frame(split_base + index, scene_config)``, so a frame is a pure function of its seed
+and a run is reproducible. Seed ranges (docs/ARCHITECTURE.md) never mix:
+
+    train  [0, 1e6)      val  [1e9, 1e9 + 1e4)      test  [2e9, ...)
+
+Pieces:
+- :func:`frame_to_sample` turns a scenes ``Frame`` into model inputs (depth mm -> metres) and a target
+  ``{'labels': int64[M], 'boxes': float32[M,12]}`` in the model's ``[t(3), rot6d(6), size(3)]`` layout.
+- :func:`canonical_box` picks one representative among the rotations that describe a box equally well (training
+  targets only; evaluation always scores against the generator's boxes). The loss (``training/losses.py``) is an L1
+  on the 6D rotation and the corners, which penalises a box turned by 180 degrees although it is the same box; a
+  canonical target removes that ambiguity:
+    * ``box``: among the 24 axis relabellings ``R -> R P`` (P a signed permutation, det +1, sizes permuted with it,
+      the very same box) the one closest to the camera axes (max trace);
+    * ``cylinder`` / ``cone`` / ``capsule``: keep the symmetry axis z (flipped towards ``_AXIS_REF`` for the
+      mirror-symmetric cylinder and capsule; a cone keeps its apex), x = camera x projected off z. The turn about
+      the axis only shows in the texture, so the generator's angle cannot be predicted anyway;
+    * ``sphere``: identity (its box orientation is the random texture's).
+- :class:`SceneDataset` is a map-style dataset over ``num_frames`` consecutive seeds of a split; frames are generated
+  on the fly (in DataLoader workers) or read from an optional in-memory :class:`FrameCache`.
+- :class:`ShardSampler` is the DistributedSampler analogue: a static ``index % world_size == rank`` shard, reshuffled
+  every epoch from ``(seed, epoch)``, optionally infinite and able to start at any position (exact resume).
+- :func:`collate` stacks a batch into tensors plus a list of per-image targets.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import multiprocessing as mp
+import time
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from string_perception import box_ops
+from string_perception.scenes import CLASS_NAMES, SYMMETRY_AXIS, SceneConfig, generate_frame
+
+SPLIT_SEED_BASE = {'train': 0, 'val': 1_000_000_000, 'test': 2_000_000_000}
+SPLIT_SIZE = {'train': 1_000_000, 'val': 10_000, 'test': None}  # None: open-ended
+
+
+def split_seeds(split: str, num_frames: int, offset: int = 0) -> range:
+    """The seeds of ``num_frames`` consecutive frames of ``split`` starting ``offset`` frames in."""
+    if split not in SPLIT_SEED_BASE:
+        raise ValueError(f'unknown split {split!r}; expected one of {sorted(SPLIT_SEED_BASE)}')
+    limit = SPLIT_SIZE[split]
+    if offset < 0 or num_frames < 0 or (limit is not None and offset + num_frames > limit):
+        raise ValueError(f'{split} split holds {limit} frames; asked for [{offset}, {offset + num_frames})')
+    base = SPLIT_SEED_BASE[split] + offset
+    return range(base, base + num_frames)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Frame -> sample
+# ----------------------------------------------------------------------------------------------------------------
+
+def _proper_signed_permutations() -> np.ndarray:
+    """The 24 signed permutation matrices with det +1 (rotations mapping the axes onto +-axes) -> [24,3,3]."""
+    out = []
+    for perm in itertools.permutations(range(3)):
+        for signs in itertools.product((1.0, -1.0), repeat=3):
+            P = np.zeros((3, 3))
+            P[list(perm), range(3)] = signs          # column j of R P = signs[j] * R[:, perm[j]]
+            if np.linalg.det(P) > 0:
+                out.append(P)
+    return np.stack(out)
+
+
+_CUBE_GROUP = _proper_signed_permutations()              # [24,3,3]
+_AXIS_REF = np.array([1.0, -1.0, -1.0]) / np.sqrt(3.0)   # camera-frame direction a mirror-symmetric axis points to
+
+
+def canonical_box(label: int, R: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Canonical ``(R[3,3], size[3])`` of one labelled box (see the module docstring); ``t`` never changes."""
+    name = CLASS_NAMES[int(label)]
+    R = np.asarray(R, np.float64)
+    size = np.asarray(size, np.float64)
+    if name == 'sphere':
+        return np.eye(3), size
+    axis = SYMMETRY_AXIS.get(name)
+    if axis is None:                                                     # a plain box: same box, other axes
+        RP = R[None] @ _CUBE_GROUP                                       # [24,3,3]
+        k = int(np.argmax(np.trace(RP, axis1=1, axis2=2)))
+        return RP[k], np.abs(_CUBE_GROUP[k]).T @ size                    # sizes follow the axes
+    z = R[:, axis]
+    if name != 'cone' and z @ _AXIS_REF < 0:
+        z = -z
+    x = np.array([1.0, 0.0, 0.0]) - z[0] * z                             # camera x off the axis
+    if np.linalg.norm(x) < 0.1:                                          # axis (nearly) along camera x
+        x = np.array([0.0, 1.0, 0.0]) - z[1] * z
+    x = x / np.linalg.norm(x)
+    Rc = np.stack([x, np.cross(z, x), z], axis=1)                        # columns x, y, z; det +1
+    if axis != 2:                                                        # (all our symmetric shapes use z)
+        Rc = np.roll(Rc, axis - 2, axis=1)
+    return Rc, size
+
+
+@dataclasses.dataclass
+class RawSample:
+    """A frame reduced to what training needs, kept compact (uint16 depth) so caches stay small."""
+    rgb: np.ndarray              # uint8[H,W,3]
+    depth_mm: np.ndarray         # uint16[H,W], 0 = invalid
+    K: np.ndarray                # float32[3,3]
+    labels: np.ndarray           # int64[M]
+    boxes: np.ndarray            # float32[M,12]  [t(3), rot6d(6), size(3)], the generator's boxes
+    boxes_canonical: np.ndarray  # float32[M,12]  the same with canonical rotations (training targets)
+    seed: int
+
+
+def frame_to_raw(frame) -> RawSample:
+    """Compact a scenes ``Frame`` into a :class:`RawSample` (the 12-number box encodings happen here)."""
+    labels = np.asarray(frame.labels, dtype=np.int64).reshape(-1)           # [M]
+    t = np.asarray(frame.translations, np.float64).reshape(-1, 3)           # [M,3]
+    R = np.asarray(frame.rotations, np.float64).reshape(-1, 3, 3)           # [M,3,3]
+    size = np.asarray(frame.sizes, np.float64).reshape(-1, 3)               # [M,3]
+    canon = [canonical_box(c, r, s) for c, r, s in zip(labels, R, size)]
+    Rc = np.stack([c[0] for c in canon]) if canon else np.zeros((0, 3, 3))  # [M,3,3]
+    sc = np.stack([c[1] for c in canon]) if canon else np.zeros((0, 3))     # [M,3]
+    return RawSample(rgb=np.ascontiguousarray(frame.rgb, dtype=np.uint8),
+                     depth_mm=np.ascontiguousarray(frame.depth_mm, dtype=np.uint16),
+                     K=np.asarray(frame.K, dtype=np.float32).reshape(3, 3),
+                     labels=labels,
+                     boxes=box_ops.encode_box_params(t, R, size).astype(np.float32).reshape(-1, 12),
+                     boxes_canonical=box_ops.encode_box_params(t, Rc, sc).astype(np.float32).reshape(-1, 12),
+                     seed=int(frame.seed))
+
+
+def raw_to_sample(raw: RawSample, canonical: bool = False) -> dict:
+    """Tensors for one image: ``image`` uint8[H,W,3], ``depth`` float32[H,W] metres (0 = invalid), ``K``
+    float32[3,3], ``target`` {'labels': int64[M], 'boxes': float32[M,12]} (canonical rotations when
+    ``canonical``), ``seed``."""
+    depth_m = raw.depth_mm.astype(np.float32) * np.float32(1e-3)            # [H,W] metres; 0 stays 0
+    boxes = raw.boxes_canonical if canonical else raw.boxes
+    return {
+        'image': torch.from_numpy(raw.rgb),
+        'depth': torch.from_numpy(depth_m),
+        'K': torch.from_numpy(raw.K.copy()),
+        'target': {'labels': torch.from_numpy(raw.labels.copy()), 'boxes': torch.from_numpy(boxes.copy())},
+        'seed': raw.seed,
+    }
+
+
+def frame_to_sample(frame, canonical: bool = False) -> dict:
+    """A scenes ``Frame`` straight to the tensors of :func:`raw_to_sample`."""
+    return raw_to_sample(frame_to_raw(frame), canonical)
+
+
+def collate(samples: Sequence[dict]) -> dict:
+    """Batch: ``image`` uint8[B,H,W,3], ``depth`` float32[B,H,W], ``K`` float32[B,3,3], ``seeds`` int64[B] and
+    ``targets``: a list of B dicts (M varies per image)."""
+    return {
+        'image': torch.stack([s['image'] for s in samples]),   # [B,H,W,3]
+        'depth': torch.stack([s['depth'] for s in samples]),   # [B,H,W]
+        'K': torch.stack([s['K'] for s in samples]),           # [B,3,3]
+        'seeds': torch.tensor([s['seed'] for s in samples], dtype=torch.int64),  # [B]
+        'targets': [s['target'] for s in samples],
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Cache
+# ----------------------------------------------------------------------------------------------------------------
+
+def _generate_raw(args) -> RawSample:
+    seed, config = args
+    return frame_to_raw(generate_frame(int(seed), config))
+
+
+class FrameCache:
+    """In-memory frames for a fixed set of seeds, generated once (in parallel when ``processes > 1``).
+
+    About 80 kB a frame at 128x128 (RGB + uint16 depth), so 10k frames ~ 0.8 GB.
+    """
+
+    def __init__(self, samples: dict[int, RawSample]):
+        self.samples = samples  # seed -> RawSample
+
+    @classmethod
+    def build(cls, seeds: Sequence[int], config: SceneConfig, processes: int = 1, progress: bool = False,
+              desc: str = 'cache') -> 'FrameCache':
+        seeds = list(seeds)
+        jobs = [(s, config) for s in seeds]
+        bar = None
+        if progress:
+            from tqdm import tqdm
+            bar = tqdm(total=len(seeds), desc=desc, unit='frame', dynamic_ncols=True)
+        out: dict[int, RawSample] = {}
+        if processes > 1 and len(seeds) > 1:
+            ctx = mp.get_context('fork') if 'fork' in mp.get_all_start_methods() else mp.get_context()
+            with ctx.Pool(processes) as pool:
+                for raw in pool.imap(_generate_raw, jobs, chunksize=16):
+                    out[raw.seed] = raw
+                    if bar is not None:
+                        bar.update(1)
+        else:
+            for job in jobs:
+                raw = _generate_raw(job)
+                out[raw.seed] = raw
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        return cls(out)
+
+    def __contains__(self, seed: int) -> bool:
+        return seed in self.samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def nbytes(self) -> int:
+        return sum(r.rgb.nbytes + r.depth_mm.nbytes + 2 * r.boxes.nbytes + r.labels.nbytes + 36
+                   for r in self.samples.values())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dataset and sampler
+# ----------------------------------------------------------------------------------------------------------------
+
+class SceneDataset(Dataset):
+    """``num_frames`` generated frames of ``split``: item ``i`` is the frame of seed ``split base + offset + i``.
+
+    Frames come from ``cache`` when it holds the seed, otherwise they are generated on the spot (in the DataLoader
+    worker that asks), so the same index always gives the same sample. ``canonical_targets`` gives training
+    targets with canonical rotations (:func:`canonical_box`); leave it off wherever boxes are scored.
+    """
+
+    def __init__(self, split: str, num_frames: int, scene_config: SceneConfig | None = None, offset: int = 0,
+                 cache: FrameCache | None = None, canonical_targets: bool = False):
+        self.split = split
+        self.canonical_targets = canonical_targets
+        self.seeds = split_seeds(split, num_frames, offset)
+        self.scene_config = scene_config if scene_config is not None else SceneConfig()
+        self.cache = cache
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def raw(self, index: int) -> RawSample:
+        seed = self.seeds[index]
+        if self.cache is not None and seed in self.cache:
+            return self.cache.samples[seed]
+        return _generate_raw((seed, self.scene_config))
+
+    def __getitem__(self, index: int) -> dict:
+        return raw_to_sample(self.raw(index), self.canonical_targets)
+
+    def build_cache(self, indices: Sequence[int] | None = None, processes: int = 1, progress: bool = False):
+        """Generate and keep the frames at ``indices`` (default: all). Returns the cache."""
+        indices = range(len(self)) if indices is None else indices
+        self.cache = FrameCache.build([self.seeds[i] for i in indices], self.scene_config, processes, progress,
+                                      desc=f'{self.split} frames')
+        return self.cache
+
+
+class ShardSampler(Sampler):
+    """DistributedSampler-like indices for one rank.
+
+    The rank owns the static shard ``range(rank, num_items, world_size)`` (so a rank only ever needs to generate or
+    cache its own frames); each epoch visits the shard in a fresh permutation drawn from ``seed + epoch``.
+    ``infinite=True`` keeps going epoch after epoch; ``start`` skips that many indices (resume: steps * batch size).
+    """
+
+    def __init__(self, num_items: int, rank: int = 0, world_size: int = 1, seed: int = 0, shuffle: bool = True,
+                 infinite: bool = True, start: int = 0):
+        if not 0 <= rank < world_size:
+            raise ValueError(f'rank {rank} outside world of {world_size}')
+        self.shard = list(range(rank, num_items, world_size))
+        if not self.shard:
+            raise ValueError(f'{num_items} items leave rank {rank} of {world_size} with none')
+        self.seed, self.shuffle, self.infinite, self.start = seed, shuffle, infinite, start
+
+    def __len__(self) -> int:
+        if self.infinite:
+            raise TypeError('an infinite ShardSampler has no length')
+        return max(0, len(self.shard) - self.start)
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return self.shard
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = torch.randperm(len(self.shard), generator=g).tolist()
+        return [self.shard[p] for p in perm]
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.shard)
+        epoch, pos = divmod(self.start, n)
+        while True:
+            order = self.epoch_order(epoch)
+            yield from order[pos:]
+            pos, epoch = 0, epoch + 1
+            if not self.infinite:
+                return
+
+
+def make_loader(dataset: SceneDataset, batch_size: int, *, rank: int = 0, world_size: int = 1, seed: int = 0,
+                shuffle: bool = True, infinite: bool = True, start: int = 0, num_workers: int = 0) -> DataLoader:
+    """A DataLoader over this rank's shard (see :class:`ShardSampler`); batches via :func:`collate`.
+
+    Workers generate uncached frames; with a full cache ``num_workers=0`` is cheapest (indexing only).
+    """
+    sampler = ShardSampler(len(dataset), rank, world_size, seed, shuffle, infinite, start)
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, collate_fn=collate, num_workers=num_workers,
+                      drop_last=infinite, persistent_workers=num_workers > 0,
+                      prefetch_factor=4 if num_workers > 0 else None)
+
+
+def measure_generation(config: SceneConfig | None = None, num: int = 50, first_seed: int = 0) -> float:
+    """Frames per second of ``generate_frame`` + conversion on one core (for choosing workers / cache)."""
+    config = config if config is not None else SceneConfig()
+    t0 = time.perf_counter()
+    for s in range(first_seed, first_seed + num):
+        frame_to_sample(generate_frame(s, config))
+    return num / max(time.perf_counter() - t0, 1e-9)
+
+
+def shard_indices(num_items: int, rank: int, world_size: int) -> range:
+    """The indices :class:`ShardSampler` gives ``rank`` (cache only these)."""
+    return range(rank, num_items, world_size)
+
+
+__all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw', 'raw_to_sample',
+           'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
+           'measure_generation', 'shard_indices']
