@@ -1,0 +1,190 @@
+"""Detection metrics for oriented 3D boxes: the paper's average best 3D IoU, AP3D, PR curves (numpy, no torch).
+
+Inputs are per-frame lists of dicts (``evaluation/evaluate.py`` produces them):
+
+* prediction: ``{'params': float[K,12], 'labels': int[K], 'scores': float[K]}``
+* ground truth: ``{'params': float[M,12], 'labels': int[M]}``
+
+(``'boxes'`` is accepted in place of ``'params'``; 12 numbers = ``[t, rot6d, size]``, see ``box_ops``). IoU is the
+exact oriented IoU of ``iou3d``, computed once per frame and shared by every metric of :func:`summarize`.
+
+* **Average best IoU** (paper Table 4, "average 3D IoU over all objects"): for every ground-truth box, the best
+  IoU among the frame's predictions *of the same class* (``class_aware=False``: of any class), 0 when there is
+  none; averaged over all ground-truth boxes of all frames. It ignores scores and does not penalise false
+  positives, so it is reported next to AP.
+* **AP3D** at an IoU threshold, per class (COCO-style matching): the class's predictions over all frames are
+  sorted by score (descending, stable); each is a true positive if the still-unmatched ground-truth box of its
+  frame and class with the highest IoU has IoU >= threshold (that box is then matched), else a false positive.
+  AP = area under the all-point interpolated precision envelope (VOC 2010+). Classes without ground truth have
+  no AP (``None`` in JSON) and are left out of the mean; classes with ground truth but no prediction score 0.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .iou3d import pairwise_box3d_iou
+
+Frame = Mapping[str, Any]
+
+
+def _params(frame: Frame) -> np.ndarray:
+    p = frame['params'] if 'params' in frame else frame['boxes']
+    return np.asarray(p, dtype=np.float64).reshape(-1, 12)
+
+
+def _labels(frame: Frame) -> np.ndarray:
+    return np.asarray(frame['labels'], dtype=np.int64).reshape(-1)
+
+
+def _check(preds: Sequence[Frame], gts: Sequence[Frame]) -> None:
+    if len(preds) != len(gts):
+        raise ValueError(f'{len(preds)} prediction frames but {len(gts)} ground-truth frames')
+
+
+def frame_ious(preds: Sequence[Frame], gts: Sequence[Frame]) -> list[np.ndarray]:
+    """Per frame, the class-agnostic exact IoU matrix ``[K_pred, M_gt]``."""
+    _check(preds, gts)
+    return [pairwise_box3d_iou(_params(p), _params(g)) for p, g in zip(preds, gts)]
+
+
+def best_iou_per_gt(preds: Sequence[Frame], gts: Sequence[Frame], class_aware: bool = True,
+                    ious: list[np.ndarray] | None = None) -> np.ndarray:
+    """Best IoU of each ground-truth box (all frames concatenated, frame order) -> ``[sum M]``; 0 if unmatched."""
+    ious = frame_ious(preds, gts) if ious is None else ious
+    out = []
+    for p, g, iou in zip(preds, gts, ious):
+        if iou.shape[1] == 0:
+            continue
+        if class_aware:
+            iou = np.where(_labels(p)[:, None] == _labels(g)[None, :], iou, 0.0)
+        out.append(iou.max(axis=0) if iou.shape[0] else np.zeros(iou.shape[1]))
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def average_best_iou(preds: Sequence[Frame], gts: Sequence[Frame], class_aware: bool = True,
+                     ious: list[np.ndarray] | None = None) -> float:
+    """The paper's average 3D IoU over all objects (see module doc); NaN when there is no ground truth."""
+    best = best_iou_per_gt(preds, gts, class_aware, ious)
+    return float(best.mean()) if len(best) else float('nan')
+
+
+def pr_curve(preds: Sequence[Frame], gts: Sequence[Frame], label: int, iou_threshold: float,
+             ious: list[np.ndarray] | None = None) -> dict[str, np.ndarray | int]:
+    """Precision/recall of class ``label`` as the score threshold falls: ``{'precision': [K], 'recall': [K],
+    'scores': [K] (descending), 'tp': bool[K], 'num_gt': int}`` with K = number of predictions of the class."""
+    ious = frame_ious(preds, gts) if ious is None else ious
+    frame_of, index_of, scores = [], [], []
+    matched, num_gt = [], 0
+    for f, (p, g) in enumerate(zip(preds, gts)):
+        sel = np.nonzero(_labels(p) == label)[0]
+        frame_of += [f] * len(sel)
+        index_of += sel.tolist()
+        scores.append(np.asarray(p['scores'], dtype=np.float64).reshape(-1)[sel])
+        gt_mask = _labels(g) == label
+        num_gt += int(gt_mask.sum())
+        matched.append(~gt_mask)                         # other classes' boxes count as already taken
+    scores = np.concatenate(scores) if scores else np.zeros(0)
+    order = np.argsort(-scores, kind='stable')
+    tp = np.zeros(len(order), dtype=bool)
+    for r, k in enumerate(order):
+        f, i = frame_of[k], index_of[k]
+        cand = np.where(matched[f], -1.0, ious[f][i])    # [M_f]
+        if cand.size and cand.max() >= iou_threshold:
+            j = int(np.argmax(cand))
+            matched[f][j] = True
+            tp[r] = True
+    ctp = np.cumsum(tp)
+    precision = ctp / np.arange(1, len(tp) + 1)
+    recall = ctp / num_gt if num_gt else np.zeros(len(tp))
+    return {'precision': precision, 'recall': recall, 'scores': scores[order], 'tp': tp, 'num_gt': num_gt}
+
+
+def average_precision(precision: np.ndarray, recall: np.ndarray) -> float:
+    """All-point interpolated AP: area under the monotone precision envelope of the PR curve."""
+    mrec = np.concatenate([[0.0], recall, [1.0]])
+    mpre = np.concatenate([[0.0], precision, [0.0]])
+    mpre = np.maximum.accumulate(mpre[::-1])[::-1]
+    step = np.nonzero(mrec[1:] != mrec[:-1])[0]
+    return float(np.sum((mrec[step + 1] - mrec[step]) * mpre[step + 1]))
+
+
+def ap3d(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float, num_classes: int | None = None,
+         ious: list[np.ndarray] | None = None) -> dict[str, Any]:
+    """AP at ``iou_threshold`` -> ``{'per_class': {label: AP or NaN (no ground truth)}, 'mean': mean over classes
+    with ground truth (NaN if none)}``. Classes: ``range(num_classes)``, or every label seen when ``None``."""
+    ious = frame_ious(preds, gts) if ious is None else ious
+    if num_classes is None:
+        seen = [_labels(f) for f in (*preds, *gts)]
+        labels = sorted(set(np.concatenate(seen).tolist())) if seen else []
+    else:
+        labels = list(range(num_classes))
+    per_class = {}
+    for c in labels:
+        curve = pr_curve(preds, gts, c, iou_threshold, ious)
+        per_class[c] = average_precision(curve['precision'], curve['recall']) if curve['num_gt'] else float('nan')
+    valid = [v for v in per_class.values() if not math.isnan(v)]
+    return {'per_class': per_class, 'mean': float(np.mean(valid)) if valid else float('nan')}
+
+
+def _json(x: Any) -> Any:
+    """NaN -> None, numpy scalars/arrays -> Python, recursively."""
+    if isinstance(x, dict):
+        return {str(k): _json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return [_json(v) for v in (x.tolist() if isinstance(x, np.ndarray) else x)]
+    if isinstance(x, (np.integer, int)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        return None if math.isnan(x) else float(x)
+    return x
+
+
+def _key(threshold: float) -> str:
+    return f'ap3d_{round(threshold * 100):d}'
+
+
+def summarize(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequence[str] | None = None,
+              iou_thresholds: Sequence[float] = (0.25, 0.5), include_curves: bool = False) -> dict[str, Any]:
+    """All metrics as a JSON-ready dict (NaN -> None). Keys: ``num_frames, num_gt, num_pred, avg_best_iou``
+    (class-aware), ``avg_best_iou_agnostic``, ``avg_best_iou_per_class {name: v}``, ``ap3d_25``, ``ap3d_50``
+    (means; one per threshold), ``ap3d {'0.25': {'mean', 'per_class': {name: v}}}``, ``iou_thresholds``; with
+    ``include_curves``, ``pr_curves {'0.25': {name: {'precision': [...], 'recall': [...]}}}``.
+    Class names default to the label number as a string."""
+    ious = frame_ious(preds, gts)
+    num_classes = len(class_names) if class_names is not None else None
+    name = (lambda c: class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c))
+    gt_labels = np.concatenate([_labels(g) for g in gts]) if gts else np.zeros(0, np.int64)
+    best = best_iou_per_gt(preds, gts, True, ious)
+    classes = range(num_classes) if num_classes is not None else sorted(set(gt_labels.tolist()))
+    out: dict[str, Any] = {
+        'num_frames': len(gts), 'num_gt': int(len(gt_labels)),
+        'num_pred': int(sum(len(_labels(p)) for p in preds)),
+        'avg_best_iou': float(best.mean()) if len(best) else float('nan'),
+        'avg_best_iou_agnostic': average_best_iou(preds, gts, False, ious),
+        'avg_best_iou_per_class': {name(c): float(best[gt_labels == c].mean()) if np.any(gt_labels == c)
+                                   else float('nan') for c in classes},
+        'iou_thresholds': list(iou_thresholds), 'ap3d': {},
+    }
+    if include_curves:
+        out['pr_curves'] = {}
+    for thr in iou_thresholds:
+        res = ap3d(preds, gts, thr, num_classes, ious)
+        out[_key(thr)] = res['mean']
+        out['ap3d'][f'{thr:g}'] = {'mean': res['mean'], 'per_class': {name(c): v for c, v in res['per_class'].items()}}
+        if include_curves:
+            curves = {}
+            for c in res['per_class']:
+                cur = pr_curve(preds, gts, c, thr, ious)
+                curves[name(c)] = {'precision': cur['precision'], 'recall': cur['recall']}
+            out['pr_curves'][f'{thr:g}'] = curves
+    return _json(out)
+
+
+def headline(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The scalar numbers tracked during training: ``avg_best_iou``, ``avg_best_iou_agnostic``, ``ap3d_<thr>``
+    (None -> NaN)."""
+    keys = ['avg_best_iou', 'avg_best_iou_agnostic'] + [_key(t) for t in summary.get('iou_thresholds', ())]
+    return {k: float('nan') if summary.get(k) is None else float(summary[k]) for k in keys if k in summary}

@@ -1,0 +1,117 @@
+"""metrics: average best IoU and AP3D on hand-made frames with known answers."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from string_perception import metrics
+from string_perception.box_ops import encode_box_params
+
+
+def box(x=0.0, y=0.0, z=3.0, size=(1.0, 1.0, 1.0)):
+    return encode_box_params(np.array([x, y, z]), np.eye(3), np.array(size))
+
+
+def frame(boxes, labels, scores=None):
+    f = {'params': np.array(boxes).reshape(-1, 12), 'labels': np.array(labels, dtype=np.int64)}
+    if scores is not None:
+        f['scores'] = np.array(scores, dtype=np.float64)
+    return f
+
+
+A, B, FAR = box(0.0), box(3.0), box(0.0, 0.0, 20.0)
+HALF = box(0.5)                 # unit cube shifted by half an edge: IoU 1/3 with A
+
+
+def test_perfect_predictions():
+    gts = [frame([A, B], [0, 1]), frame([A], [1])]
+    preds = [frame([A, B], [0, 1], [0.9, 0.8]), frame([A], [1], [0.7])]
+    s = metrics.summarize(preds, gts, class_names=['mug', 'box'])
+    assert s['avg_best_iou'] == pytest.approx(1.0) and s['avg_best_iou_agnostic'] == pytest.approx(1.0)
+    assert s['ap3d_25'] == pytest.approx(1.0) and s['ap3d_50'] == pytest.approx(1.0)
+    assert s['ap3d']['0.5']['per_class'] == {'mug': pytest.approx(1.0), 'box': pytest.approx(1.0)}
+    assert s['num_gt'] == 3 and s['num_pred'] == 3 and s['num_frames'] == 2
+    json.dumps(s, allow_nan=False)
+
+
+def test_false_positive_with_higher_score_halves_ap_but_not_best_iou():
+    gts = [frame([A], [0])]
+    preds = [frame([FAR, A], [0, 0], [0.9, 0.8])]
+    curve = metrics.pr_curve(preds, gts, 0, 0.5)
+    np.testing.assert_allclose(curve['precision'], [0.0, 0.5])
+    np.testing.assert_allclose(curve['recall'], [0.0, 1.0])
+    assert metrics.ap3d(preds, gts, 0.5)['mean'] == pytest.approx(0.5)
+    assert metrics.average_best_iou(preds, gts) == pytest.approx(1.0)
+
+
+def test_missed_object():
+    gts = [frame([A, B], [0, 0])]
+    preds = [frame([A], [0], [0.9])]
+    assert metrics.ap3d(preds, gts, 0.5)['mean'] == pytest.approx(0.5)
+    assert metrics.average_best_iou(preds, gts) == pytest.approx(0.5)
+    np.testing.assert_allclose(metrics.best_iou_per_gt(preds, gts), [1.0, 0.0])
+    as_boxes_key = [{'boxes': f['params'], 'labels': f['labels']} for f in gts]       # 'boxes' works too
+    assert metrics.average_best_iou(preds, as_boxes_key) == pytest.approx(0.5)
+
+
+def test_two_classes_and_wrong_label():
+    gts = [frame([A, B], [0, 1])]
+    preds = [frame([A, B], [0, 0], [0.9, 0.8])]          # B found but called class 0
+    res = metrics.ap3d(preds, gts, 0.5, num_classes=3)
+    assert res['per_class'][0] == pytest.approx(1.0)     # TP then FP: the envelope stays at 1
+    assert res['per_class'][1] == 0.0                    # ground truth, no prediction
+    assert math.isnan(res['per_class'][2])               # no ground truth: no AP, not in the mean
+    assert res['mean'] == pytest.approx(0.5)
+    assert metrics.average_best_iou(preds, gts, class_aware=True) == pytest.approx(0.5)
+    assert metrics.average_best_iou(preds, gts, class_aware=False) == pytest.approx(1.0)
+    s = metrics.summarize(preds, gts, class_names=['a', 'b', 'c'])
+    assert s['ap3d']['0.5']['per_class']['c'] is None
+    assert s['avg_best_iou_per_class'] == {'a': pytest.approx(1.0), 'b': 0.0, 'c': None}
+
+
+def test_threshold_matters_and_duplicates_are_false_positives():
+    gts = [frame([A], [0])]
+    preds = [frame([HALF, HALF], [0, 0], [0.9, 0.8])]
+    assert metrics.average_best_iou(preds, gts) == pytest.approx(1 / 3)
+    assert metrics.ap3d(preds, gts, 0.25)['mean'] == pytest.approx(1.0)   # second copy is an FP after recall 1
+    assert metrics.ap3d(preds, gts, 0.5)['mean'] == 0.0
+    tp = metrics.pr_curve(preds, gts, 0, 0.25)['tp']
+    assert tp.tolist() == [True, False]
+
+
+def test_score_order_across_frames_and_all_point_interpolation():
+    # Sorted by score over both frames: TP (0.9, frame 1), FP (0.8, frame 0), TP (0.7, frame 0); 2 ground truths.
+    gts = [frame([A], [0]), frame([B], [0])]
+    preds = [frame([FAR, A], [0, 0], [0.8, 0.7]), frame([B], [0], [0.9])]
+    c = metrics.pr_curve(preds, gts, 0, 0.5)
+    np.testing.assert_allclose(c['scores'], [0.9, 0.8, 0.7])
+    np.testing.assert_allclose(c['precision'], [1.0, 0.5, 2 / 3])
+    np.testing.assert_allclose(c['recall'], [0.5, 0.5, 1.0])
+    assert metrics.average_precision(c['precision'], c['recall']) == pytest.approx(0.5 * 1.0 + 0.5 * 2 / 3)
+
+
+def test_empty_frames_and_no_predictions():
+    empty_pred = frame(np.zeros((0, 12)), [], [])
+    gts = [frame([A], [0]), frame(np.zeros((0, 12)), [])]
+    preds = [empty_pred, frame([A], [0], [0.5])]         # frame 1: a prediction with no ground truth
+    assert metrics.average_best_iou(preds, gts) == 0.0
+    assert metrics.ap3d(preds, gts, 0.5)['mean'] == 0.0
+    assert math.isnan(metrics.average_best_iou([empty_pred], [frame(np.zeros((0, 12)), [])]))
+    s = metrics.summarize([empty_pred], [frame(np.zeros((0, 12)), [])])
+    json.dumps(s, allow_nan=False)
+    assert s['avg_best_iou'] is None and s['ap3d_50'] is None
+    with pytest.raises(ValueError):
+        metrics.summarize([empty_pred], [])
+
+
+def test_curves_and_headline():
+    gts = [frame([A, B], [0, 1])]
+    preds = [frame([A, FAR], [0, 1], [0.9, 0.8])]
+    s = metrics.summarize(preds, gts, iou_thresholds=(0.25, 0.5, 0.7), include_curves=True)
+    json.dumps(s, allow_nan=False)
+    assert set(s['pr_curves']) == {'0.25', '0.5', '0.7'}
+    assert s['pr_curves']['0.5']['0'] == {'precision': [1.0], 'recall': [1.0]}
+    h = metrics.headline(s)
+    assert set(h) == {'avg_best_iou', 'avg_best_iou_agnostic', 'ap3d_25', 'ap3d_50', 'ap3d_70'}
+    assert h['ap3d_50'] == pytest.approx(0.5) and all(isinstance(v, float) for v in h.values())
