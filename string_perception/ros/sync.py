@@ -1,0 +1,21 @@
+"""Approximate-time synchronisation for the node: the real ``message_filters`` first, else our equivalent.
+
+    from string_perception.ros.sync import ApproximateTimeSynchronizer, Subscriber, IMPLEMENTATION
+
+    subs = [Subscriber(node, Image, 'image', qos_profile=qos), Subscriber(node, Image, 'depth', qos_profile=qos),
+            Subscriber(node, CameraInfo, 'camera_info', qos_profile=qos)]
+    sync = ApproximateTimeSynchronizer(subs, queue_size=10, slop=0.05)
+    sync.registerCallback(on_frame)          # on_frame(image, depth, camera_info)
+
+Pass ``qos_profile`` and the synchroniser's options by keyword (upstream's positional order changed between
+releases). ``IMPLEMENTATION`` names what was loaded (reported in diagnostics). Importing this module imports
+rclpy when the real message_filters is installed; ``string_perception.ros.approx_sync`` never does.
+"""
+try:
+    from message_filters import ApproximateTimeSynchronizer, Subscriber  # ROS install (apt / rosdep)
+    IMPLEMENTATION = 'message_filters'
+except ImportError:  # PyPI set-up: message_filters is not on PyPI
+    from string_perception.ros.approx_sync import ApproximateTimeSynchronizer, Subscriber
+    IMPLEMENTATION = 'string_perception.ros.approx_sync'
+
+__all__ = ['ApproximateTimeSynchronizer', 'Subscriber', 'IMPLEMENTATION']
