@@ -90,12 +90,13 @@ class PolicyHead(nn.Module):
             self.key = nn.Linear(dim, dim)
         self.norm = nn.LayerNorm(dim, eps=1e-6)
         self.out = nn.Linear(dim, embed_dim)
+        self.scale = 1.0 / math.sqrt(dim)
 
     def forward(self, tokens: Tensor) -> Tensor:
         if self.pool == 'attention':
-            scores = self.key(tokens) @ self.query / math.sqrt(tokens.shape[-1])   # [B,N]
+            scores = (self.key(tokens) @ self.query) * self.scale                   # [B,N]
             w = torch.softmax(scores, dim=-1)                                        # [B,N]
-            pooled = torch.einsum('bn,bnd->bd', w, tokens)                           # [B,D]
+            pooled = (w.unsqueeze(1) @ tokens).squeeze(1)                            # [B,1,N]@[B,N,D] -> [B,D]
         else:
             pooled = tokens.mean(dim=1)                                              # [B,D]
         return self.out(self.norm(pooled))                                           # [B,E]
