@@ -117,3 +117,19 @@ def test_fold_checks_shapes():
         fold_basis_into_projection(torch.randn(32, 4), torch.randn(31), basis)
     with pytest.raises(ValueError, match='basis'):
         fold_basis_into_projection(torch.randn(32, 4), None, torch.eye(16))
+
+
+@pytest.mark.parametrize('name', ['rope_mixed', 'cayley', 'circulant'])
+def test_autocast_does_not_lower_rotation_precision(name):
+    torch.manual_seed(0)
+    enc = build_position_encoding(name, **KW)
+    with torch.no_grad():
+        for p in enc.parameters():
+            p.normal_(0, 0.3)
+    x, r = torch.randn(1, 2, 6, 16), torch.randn(1, 6, 3) * 20  # large angles: bf16 matmul would be off
+    ref = enc(x, r)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        out = enc(x, r)
+        out_op = apply_rope_mixed(x, r, enc.canonical().freqs.float())
+    assert out.dtype == torch.float32 and torch.allclose(out, ref, atol=1e-4)
+    assert torch.allclose(out_op, apply_rope_mixed(x, r, enc.canonical().freqs.float()), atol=1e-5)

@@ -12,6 +12,7 @@ and one Concat: no reshape to pairs, no complex numbers.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +20,7 @@ from torch import nn
 
 __all__ = [
     'CanonicalForm', 'PositionEncoding', 'apply_rope_mixed', 'rot_generator', 'compute_dtype',
-    'check_head_dim', 'check_inputs',
+    'check_head_dim', 'check_inputs', 'autocast_off',
 ]
 
 
@@ -28,7 +29,8 @@ class CanonicalForm:
     """R(r) = basisᵀ · Rot(freqs · r) · basis (seed 001 Lemma 1; paper 000 Thm 3.4).
 
     basis: [H, Dh, Dh] orthogonal, rows = the new coordinates; freqs: [H, Dh/2, dc], zero rows on null planes.
-    Both always carry the full head dimension H (heads are materialised even when shared_across_heads).
+    Both always carry the full head dimension H (heads are materialised even when shared_across_heads), are
+    float64, detached, and on the encoding's device (CPU for 'none', which has no tensors).
     """
 
     basis: torch.Tensor
@@ -67,6 +69,14 @@ def check_inputs(x: torch.Tensor, coords: torch.Tensor, *, num_heads: int | None
         raise ValueError(f'x and coords must be floating point, got {x.dtype} and {coords.dtype}')
 
 
+def autocast_off(device_type: str):
+    """Disable autocast around rotation maths (a bf16 angle matmul would lose ~1e-2 rad at |θ| ~ 4);
+    a no-op context when autocast is off, so traced/exported graphs are unchanged."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def _angles(coords: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     """θ[B,H,N,Dh/2] = coords[B,N,dc] · freqs[H,Dh/2,dc]ᵀ, as one batched matmul (ONNX MatMul)."""
     return coords.unsqueeze(1) @ freqs.transpose(-1, -2)  # [B,1,N,dc] @ [H,dc,Dh/2] -> [B,H,N,Dh/2]
@@ -91,8 +101,9 @@ def apply_rope_mixed(x: torch.Tensor, coords: torch.Tensor, freqs: torch.Tensor)
         raise ValueError(f'freqs must have shape [H or 1, Dh/2, dc] = [{x.shape[1]}, {x.shape[-1] // 2}, '
                          f'{coords.shape[-1]}], got {tuple(freqs.shape)}')
     dt = compute_dtype(x, coords, freqs)
-    theta = _angles(coords.to(dt), freqs.to(dt))  # [B,H,N,Dh/2]
-    return rotate_half_split(x.to(dt), theta.cos(), theta.sin()).to(x.dtype)
+    with autocast_off(x.device.type):
+        theta = _angles(coords.to(dt), freqs.to(dt))  # [B,H,N,Dh/2]
+        return rotate_half_split(x.to(dt), theta.cos(), theta.sin()).to(x.dtype)
 
 
 def rot_generator(head_dim: int, dtype=torch.float64) -> torch.Tensor:
@@ -130,7 +141,8 @@ class PositionEncoding(nn.Module):
     def forward(self, x: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
         check_inputs(x, coords, num_heads=self.num_heads, head_dim=self.head_dim, coord_dim=self.coord_dim)
         dt = compute_dtype(x, coords)
-        return self._encode(x.to(dt), coords.to(dt)).to(x.dtype)
+        with autocast_off(x.device.type):
+            return self._encode(x.to(dt), coords.to(dt)).to(x.dtype)
 
     def _encode(self, x: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

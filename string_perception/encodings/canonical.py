@@ -31,7 +31,7 @@ def joint_block_diagonalize(generators: torch.Tensor, *, tol: float = 1e-9,
     dc, dh, _ = generators.shape
     half = dh // 2
     lk = generators.to(torch.float64)
-    alpha = torch.randn(dc, dtype=torch.float64, generator=generator)
+    alpha = torch.randn(dc, dtype=torch.float64, generator=generator).to(lk.device)
     a = torch.einsum('k,kij->ij', alpha, lk)  # [Dh, Dh] skew
     mu, v = torch.linalg.eigh(1j * a.to(torch.complex128))  # ascending real μ, v [Dh, Dh] complex
     scale = mu.abs().max().clamp_min(1e-300)
@@ -45,7 +45,7 @@ def joint_block_diagonalize(generators: torch.Tensor, *, tol: float = 1e-9,
     null = q[:, 2 * m:].T  # [Dh − 2m, Dh]
     n_null_pairs = half - m
     basis = torch.cat([first, null[:n_null_pairs], second, null[n_null_pairs:]])  # half-split rows
-    freqs = torch.zeros(half, dc, dtype=torch.float64)
+    freqs = torch.zeros(half, dc, dtype=torch.float64, device=lk.device)
     freqs[:m] = torch.einsum('ui,kij,uj->uk', second, lk, first)  # λ_{k,u} = b_uᵀ L_k a_u
     return CanonicalForm(basis, freqs)
 

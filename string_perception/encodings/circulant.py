@@ -39,7 +39,8 @@ def circulant_freqs(c: torch.Tensor) -> torch.Tensor:
 def circulant_generators(c: torch.Tensor, num_heads: int | None = None) -> torch.Tensor:
     """Dense generators [H, dc, Dh, Dh] from first rows c [H, dc, nb, b]: blockdiag over nb of C − Cᵀ."""
     h, dc, nb, b = c.shape
-    idx = (torch.arange(b)[None, :] - torch.arange(b)[:, None]) % b  # (j − i) mod b: [b, b]
+    ar = torch.arange(b, device=c.device)
+    idx = (ar[None, :] - ar[:, None]) % b  # (j − i) mod b: [b, b]
     circ = c[..., idx]  # C[..., i, j] = c[(j − i) mod b]: [H, dc, nb, b, b]
     skew = circ - circ.transpose(-1, -2)
     out = c.new_zeros(h, dc, nb * b, nb * b)
@@ -68,15 +69,16 @@ def circulant_canonical(c: torch.Tensor) -> CanonicalForm:
     """
     h, dc, nb, b = c.shape
     dh, half = nb * b, nb * b // 2
-    dt = torch.float64
+    dt, dev = torch.float64, c.device
     omega = circulant_freqs(c.to(dt))  # [H, dc, nb, b//2+1]
-    j = torch.arange(b, dtype=dt)
-    f = torch.arange(1, b // 2, dtype=dt)
+    j = torch.arange(b, dtype=dt, device=dev)
+    f = torch.arange(1, b // 2, dtype=dt, device=dev)
     ang = 2 * math.pi * f[:, None] * j[None, :] / b  # [b/2−1, b]
-    first = torch.cat([math.sqrt(2 / b) * torch.sin(ang), torch.full((1, b), 1 / math.sqrt(b), dtype=dt)])
+    const = torch.full((1, b), 1 / math.sqrt(b), dtype=dt, device=dev)
+    first = torch.cat([math.sqrt(2 / b) * torch.sin(ang), const])  # [b/2, b]
     second = torch.cat([math.sqrt(2 / b) * torch.cos(ang), ((-1.0) ** j)[None] / math.sqrt(b)])  # [b/2, b]
-    basis = torch.zeros(dh, dh, dtype=dt)
-    freqs = torch.zeros(h, half, dc, dtype=dt)
+    basis = torch.zeros(dh, dh, dtype=dt, device=dev)
+    freqs = torch.zeros(h, half, dc, dtype=dt, device=dev)
     for beta in range(nb):
         rows = slice(beta * b // 2, (beta + 1) * b // 2)
         cols = slice(beta * b, (beta + 1) * b)

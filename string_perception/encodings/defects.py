@@ -44,10 +44,9 @@ def mixing_defect(generators: torch.Tensor, post_rotation: torch.Tensor | None =
                   tol: float = 1e-9) -> torch.Tensor:
     """η_mix per head [H] for post-rotation P [H or 1, Dh, Dh] (default I) against the generators' split."""
     pa = active_projector(generators, tol)
-    if post_rotation is None:
-        post_rotation = torch.eye(pa.shape[-1], dtype=torch.float64)
-    p = post_rotation.to(torch.float64)
-    pn = torch.eye(pa.shape[-1], dtype=torch.float64) - pa
+    eye = torch.eye(pa.shape[-1], dtype=torch.float64, device=pa.device)
+    p = eye if post_rotation is None else post_rotation.to(device=pa.device, dtype=torch.float64)
+    pn = eye - pa
     return torch.linalg.matrix_norm(pa @ p @ pn, ord=2) + torch.linalg.matrix_norm(pn @ p @ pa, ord=2)
 
 
