@@ -1,0 +1,62 @@
+"""Random pinhole intrinsics, a workcell-like camera pose, and per-pixel ray directions."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import SceneConfig
+from .geometry import look_at
+
+
+@dataclass
+class Camera:
+    K: np.ndarray       # [3,3]
+    R_wc: np.ndarray    # [3,3] camera axes (optical frame) in the world frame
+    p_wc: np.ndarray    # [3] camera centre in the world frame
+    height: int
+    width: int
+
+    def to_camera(self, p_w: np.ndarray) -> np.ndarray:
+        """World points [...,3] -> camera optical frame [...,3]."""
+        return (p_w - self.p_wc) @ self.R_wc
+
+    def rays(self, u0: int = 0, u1: int | None = None, v0: int = 0, v1: int | None = None) -> np.ndarray:
+        """Directions [N,3] with d_z = 1 (t = z-depth) through pixel centres (u, v) of the rectangle
+        [u0,u1) x [v0,v1), row-major; the rectangle may extend beyond the image."""
+        u1 = self.width if u1 is None else u1
+        v1 = self.height if v1 is None else v1
+        fx, fy, cx, cy = self.K[0, 0], self.K[1, 1], self.K[0, 2], self.K[1, 2]
+        x = (np.arange(u0, u1, dtype=np.float64) - cx) / fx     # [nu]
+        y = (np.arange(v0, v1, dtype=np.float64) - cy) / fy     # [nv]
+        d = np.empty((v1 - v0, u1 - u0, 3))                     # [nv,nu,3]
+        d[..., 0] = x[None, :]
+        d[..., 1] = y[:, None]
+        d[..., 2] = 1.0
+        return d.reshape(-1, 3)                                 # [nv*nu,3]
+
+    def project(self, p_c: np.ndarray) -> np.ndarray:
+        """Camera-frame points [...,3] (z > 0) -> pixel coordinates [...,2] (u, v)."""
+        uvw = p_c @ self.K.T
+        return uvw[..., :2] / uvw[..., 2:3]
+
+
+def sample_intrinsics(rng: np.random.Generator, cfg: SceneConfig) -> np.ndarray:
+    """K [3,3] with a random horizontal field of view, slight aspect and principal-point jitter."""
+    w, h = cfg.width, cfg.height
+    hfov = np.deg2rad(rng.uniform(*cfg.hfov_deg_range))
+    fx = 0.5 * w / np.tan(0.5 * hfov)
+    fy = fx * rng.uniform(1.0 - cfg.aspect_jitter, 1.0 + cfg.aspect_jitter)
+    j = cfg.principal_point_jitter
+    cx = 0.5 * (w - 1) + rng.uniform(-j, j) * w
+    cy = 0.5 * (h - 1) + rng.uniform(-j, j) * h
+    return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
+
+
+def sample_pose(rng: np.random.Generator, cfg: SceneConfig, target: np.ndarray, distance: float):
+    """(R_wc, p_wc): camera at `distance` from `target`, random azimuth, pitched down, slight roll."""
+    az = rng.uniform(-np.pi, np.pi)
+    el = np.deg2rad(rng.uniform(*cfg.camera_elevation_deg_range))
+    eye = target + distance * np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
+    roll = np.deg2rad(rng.uniform(-cfg.camera_roll_deg, cfg.camera_roll_deg))
+    return look_at(eye, target, roll), eye

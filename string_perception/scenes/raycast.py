@@ -1,0 +1,140 @@
+"""Analytic ray casting against the primitives, vectorised over rays.
+
+Rays are given in the object frame (see primitives.py): one origin ``o[3]`` (the camera centre) and directions
+stored component-first, ``d[3, *S]`` (S = any ray-grid shape, e.g. a pixel rectangle ``[nv, nu]``). Camera rays have
+d_z = 1 in the camera frame, so the returned ray parameter equals the z-depth of the hit in metres. Each function
+returns ``t[*S]`` of the entry hit, ``inf`` for a miss; the camera must be outside the object. Only the faces that
+can face the camera are tested. Normals come from the local hit point (:func:`surface_normal`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .primitives import BOX, CAPSULE, CONE, CYLINDER, SPHERE
+
+_INF = np.inf
+
+
+def _nearest_root(a, b, c):
+    """Smaller root of a t^2 + 2 b t + c = 0 (elementwise); NaN where there is none."""
+    return (-b - np.sqrt(b * b - a * c)) / a
+
+
+def intersect_box(half: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """|p_i| <= half_i: the entry face is one of the (at most 3) faces whose outer side holds the camera."""
+    best = np.full(d.shape[1:], _INF)
+    for i in range(3):
+        if abs(o[i]) <= half[i]:
+            continue
+        j, k = (i + 1) % 3, (i + 2) % 3
+        t = (np.copysign(half[i], o[i]) - o[i]) / d[i]                           # [*S] face plane
+        ok = (t > 0.0) & (np.abs(o[j] + t * d[j]) <= half[j]) & (np.abs(o[k] + t * d[k]) <= half[k])
+        best = np.where(ok, np.minimum(best, t), best)
+    return best
+
+
+def _norm2(d):
+    return d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
+
+
+def intersect_sphere(r: float, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """|o + t d| = r."""
+    t = _nearest_root(_norm2(d), np.tensordot(o, d, 1), o @ o - r * r)
+    return np.where(t > 0.0, t, _INF)
+
+
+def _radial(o, d):
+    """(x^2 + y^2)(t) = a t^2 + 2 b t + c: a, b [*S], c scalar."""
+    return d[0] * d[0] + d[1] * d[1], o[0] * d[0] + o[1] * d[1], o[0] * o[0] + o[1] * o[1]
+
+
+def _cap(z_cap, r2, o, d, a, b, c):
+    """Entry through the disc z = z_cap, x^2 + y^2 <= r2 (only called when the camera faces it)."""
+    t = (z_cap - o[2]) / d[2]
+    return np.where((t > 0.0) & (a * t * t + 2.0 * b * t + c <= r2), t, _INF)
+
+
+def intersect_cylinder(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Side x^2 + y^2 = r^2 with |z| <= hz, plus the cap facing the camera."""
+    a, b, c = _radial(o, d)
+    t = _nearest_root(a, b, c - r * r)                                           # [*S] side entry
+    t = np.where((t > 0.0) & (np.abs(o[2] + t * d[2]) <= hz), t, _INF)
+    if abs(o[2]) > hz:
+        t = np.minimum(t, _cap(np.copysign(hz, o[2]), r * r, o, d, a, b, c))
+    return t
+
+
+def intersect_cone(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Side x^2 + y^2 = k^2 (hz - z)^2 for |z| <= hz (apex at +hz, k = r / 2hz), plus the base disc at -hz."""
+    a, b, c = _radial(o, d)
+    k2 = (r / (2.0 * hz)) ** 2
+    w0 = hz - o[2]                                                               # hz - z at t = 0
+    qa = a - k2 * d[2] * d[2]                                                    # [*S]
+    qb = b + k2 * w0 * d[2]
+    qc = c - k2 * w0 * w0
+    sq = np.sqrt(qb * qb - qa * qc)
+    t = np.full(d.shape[1:], _INF)
+    for root in ((-qb - sq) / qa, (-qb + sq) / qa):  # which root is the entry depends on the nappe
+        z = o[2] + root * d[2]
+        t = np.where((root > 0.0) & (z >= -hz) & (z <= hz), np.minimum(t, root), t)
+    if o[2] < -hz:
+        t = np.minimum(t, _cap(-hz, r * r, o, d, a, b, c))
+    return t
+
+
+def intersect_capsule(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Cylinder side for |z| <= hz - r, plus the two end spheres beyond it."""
+    h = hz - r
+    dd = _norm2(d)
+    a, b, c = _radial(o, d)
+    t = _nearest_root(a, b, c - r * r)
+    t = np.where((t > 0.0) & (np.abs(o[2] + t * d[2]) <= h), t, _INF)
+    for sign in (1.0, -1.0):
+        oc = o - np.array([0.0, 0.0, sign * h])                                  # [3] origin rel. to the end
+        ts = _nearest_root(dd, np.tensordot(oc, d, 1), oc @ oc - r * r)
+        t = np.where((ts > 0.0) & (sign * (o[2] + ts * d[2]) >= h), np.minimum(t, ts), t)
+    return t
+
+
+def intersect(label: int, size: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Entry t[*S] of rays (o[3], d[3,*S]) with an object of class `label`, `size` (inf = miss)."""
+    with np.errstate(all='ignore'):  # misses and rays parallel to faces give inf/NaN; every test rejects those
+        if label == BOX:
+            return intersect_box(size / 2.0, o, d)
+        if label == SPHERE:
+            return intersect_sphere(size[0] / 2.0, o, d)
+        if label == CYLINDER:
+            return intersect_cylinder(size[0] / 2.0, size[2] / 2.0, o, d)
+        if label == CONE:
+            return intersect_cone(size[0] / 2.0, size[2] / 2.0, o, d)
+        if label == CAPSULE:
+            return intersect_capsule(size[0] / 2.0, size[2] / 2.0, o, d)
+    raise ValueError(f'unknown class {label}')
+
+
+def surface_normal(label: int, size: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Outward unit normals [3,N] at surface points p[3,N] (object frame); the nearest face wins at edges."""
+    hx, hy, hz = size / 2.0
+    x, y, z = p
+    if label == BOX:
+        g0, g1, g2 = hx - np.abs(x), hy - np.abs(y), hz - np.abs(z)             # distance to each face pair
+        m0 = (g0 <= g1) & (g0 <= g2)
+        m1 = ~m0 & (g1 <= g2)
+        m2 = ~(m0 | m1)
+        return np.stack([m0 * np.sign(x), m1 * np.sign(y), m2 * np.sign(z)])
+    if label == SPHERE:
+        return p / hx
+    if label == CAPSULE:
+        q = np.stack([x, y, z - np.clip(z, hx - hz, hz - hx)])
+        return q / np.sqrt((q * q).sum(axis=0))
+    rho = np.maximum(np.sqrt(x * x + y * y), 1e-12)                              # [N]
+    zero = np.zeros_like(rho)
+    if label == CYLINDER:
+        side = np.abs(rho - hx) <= np.abs(np.abs(z) - hz)
+        return np.where(side, np.stack([x / rho, y / rho, zero]), np.stack([zero, zero, np.sign(z)]))
+    if label == CONE:
+        k = hx / (2.0 * hz)
+        s = 1.0 / np.sqrt(1.0 + k * k)
+        side = np.abs(rho - k * (hz - z)) * s <= np.abs(z + hz)
+        return np.where(side, np.stack([x / rho * s, y / rho * s, zero + k * s]), np.stack([zero, zero, zero - 1.0]))
+    raise ValueError(f'unknown class {label}')

@@ -1,0 +1,57 @@
+"""Procedural solid textures (evaluated at 3D points, so they stick to the object) and their random draw."""
+from __future__ import annotations
+
+import colorsys
+from dataclasses import dataclass
+
+import numpy as np
+
+PLAIN, CHECKER, STRIPES, NOISE = range(4)
+
+
+@dataclass
+class Texture:
+    kind: int
+    c1: np.ndarray      # [3,1] float32 albedo in [0,1]
+    c2: np.ndarray      # [3,1] float32
+    scale: float        # cell / stripe period, metres
+    axis: np.ndarray    # [3] stripe direction (unit)
+    freqs: np.ndarray   # [3,3] noise: rows = spatial frequency vectors (rad/m) of 3 sinusoids
+    phase: np.ndarray   # [3,1]
+
+    def albedo(self, p: np.ndarray) -> np.ndarray:
+        """Albedo [3,N] (float32) at points p[3,N] in the texture's frame."""
+        if self.kind == PLAIN:
+            return np.broadcast_to(self.c1, (3, p.shape[1]))
+        if self.kind == CHECKER:
+            q = np.floor(p * (1.0 / self.scale))                                # [3,N] cell indices
+            m = (q[0] + q[1] + q[2]) % 2.0                                      # [N] 0/1
+        elif self.kind == STRIPES:
+            m = np.floor(self.axis @ p * (1.0 / self.scale)) % 2.0               # [N]
+        else:
+            s = np.sin(self.freqs @ p + self.phase)                             # [3,N]
+            m = 0.5 + (s[0] + s[1] + s[2]) * (1.0 / 6.0)                        # [N] in [0,1]
+        return self.c1 + (self.c2 - self.c1) * m.astype(np.float32)            # [3,N]
+
+
+def hsv_to_rgb(h: float, s: float, v: float) -> np.ndarray:
+    """[3] RGB in [0,1] from hue (turns), saturation, value."""
+    return np.array(colorsys.hsv_to_rgb(h % 1.0, s, v))
+
+
+def random_texture(rng: np.random.Generator, *, saturated: bool, scale_range=(0.01, 0.05),
+                   cum_p=(0.4, 0.6, 0.8)) -> Texture:
+    """Objects: saturated colours, small patterns; supports: muted colours, larger patterns.
+    cum_p: cumulative probabilities of PLAIN, CHECKER, STRIPES (NOISE takes the rest)."""
+    u = rng.random(8)                                                           # [8] uniforms
+    g = rng.standard_normal(15)                                                 # [15] normals
+    kind = int(np.searchsorted(cum_p, u[0], side='right'))
+    if saturated:
+        c1 = colorsys.hsv_to_rgb(u[1], 0.4 + 0.6 * u[2], 0.35 + 0.65 * u[3])
+    else:
+        c1 = colorsys.hsv_to_rgb(u[1], 0.35 * u[2], 0.3 + 0.6 * u[3])
+    c2 = colorsys.hsv_to_rgb((u[1] + 0.6 * u[4] - 0.3) % 1.0, u[5], 0.1 + 0.9 * u[6])
+    scale = scale_range[0] + (scale_range[1] - scale_range[0]) * u[7]
+    axis = g[:3] / np.sqrt(g[:3] @ g[:3])
+    return Texture(kind, np.array(c1, np.float32)[:, None], np.array(c2, np.float32)[:, None], scale, axis,
+                   g[3:12].reshape(3, 3) * (2.0 * np.pi / scale), (g[12:15] * np.pi)[:, None])
