@@ -27,6 +27,7 @@ import ctypes
 import functools
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -93,6 +94,15 @@ def _probe_provider_library(provider: str) -> str | None:
     except OSError as e:
         return str(e).replace(str(lib) + ': ', '').strip()
     return None
+
+
+_ORT_NOISE = re.compile(r'\[ONNXRuntimeError\] : \d+ : \w+ : |/onnxruntime_src/\S+:\d+ [^)]*\) ?')
+
+
+def _ort_message(e: BaseException, limit: int) -> str:
+    """An onnxruntime exception as one readable line (source paths and C++ signatures removed)."""
+    text = _ORT_NOISE.sub('', ' '.join(str(e).split())).strip()
+    return (text or type(e).__name__)[:limit]
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
@@ -309,38 +319,45 @@ class OnnxModel:
                 problems[p] = f'cannot load its library: {reason}'
                 continue
             chosen.append(p)
+        def unavailable() -> ModelLoadError:
+            reasons = '; '.join(f'{k}: {v}' for k, v in problems.items())
+            return ModelLoadError('provider_unavailable', f'{self.path}: none of {list(self.requested_providers)} '
+                                  f'can run here and cpu_fallback is off ({reasons})')
+
         if CPU not in chosen:
-            if not cpu_fallback and not chosen:
-                raise ModelLoadError('provider_unavailable', f'{self.path}: none of {self.requested_providers} can '
-                                     'run here and cpu_fallback is off: ' + '; '.join(f'{k}: {v}' for k, v in problems.items()))
             if cpu_fallback:
                 chosen.append(CPU)
+            elif not chosen:
+                raise unavailable()
 
         def make(provs):
             return ort.InferenceSession(model_bytes, sess_options=so, providers=provs,
                                         provider_options=[self._provider_opts.get(p, {}) for p in provs],
                                         enable_fallback=0)
 
-        try:
-            session = make(chosen)
-        except Exception as e:
-            gpu = [p for p in chosen if p != CPU]
-            if not gpu or CPU not in chosen:
-                raise self._session_error(e) from None
-            for p in gpu:  # the GPU provider(s) failed to initialise: retry on the CPU alone
-                problems[p] = f'session creation failed: {str(e).splitlines()[0][:300]}'
+        # A GPU provider that fails to initialise is dropped (TensorRT first, then CUDA) and the rest retried.
+        while True:
             try:
-                session = make([CPU])
-            except Exception as e2:
-                raise self._session_error(e2) from None
+                session = make(chosen)
+                break
+            except Exception as e:
+                gpu = [p for p in chosen if p != CPU]
+                if not gpu:
+                    raise self._session_error(e) from None
+                problems[gpu[0]] = f'session creation failed: {_ort_message(e, 300)}'
+                chosen.remove(gpu[0])
+                if not chosen:
+                    raise unavailable() from None
         got = session.get_providers()
         for p in chosen:
             if p not in got and p not in problems:
                 problems[p] = 'the session did not register it (no usable GPU/driver?)'
+        if not cpu_fallback and not any(p in got for p in self.requested_providers):
+            raise unavailable()
         return session, problems
 
     def _session_error(self, e: Exception) -> ModelLoadError:
-        msg = str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__
+        msg = _ort_message(e, 400)
         hint = ''
         if 'Unsupported model IR version' in str(e) or 'model.cc' in str(e):
             hint = (f' (the file has IR version {self._ir_version}, opsets {self._opsets}; onnxruntime '
@@ -409,7 +426,7 @@ class OnnxModel:
                 values = self.session.run(list(self.output_names), feeds)
         except Exception as e:
             raise InferenceError('runtime_failure', f'onnxruntime failed on {self.provider}: '
-                                 f'{str(e).strip().splitlines()[0][:400] if str(e).strip() else type(e).__name__}') from None
+                                 f'{_ort_message(e, 400)}') from None
         out = dict(zip(self.output_names, values))
         return self._check_outputs(out, feeds['image'].shape[0])
 
