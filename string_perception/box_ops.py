@@ -20,7 +20,7 @@ so the 12 edges are :data:`BOX_EDGES`: ``(0,1) (1,2) (2,3) (3,0)``, ``(4,5) (5,6
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -170,3 +170,23 @@ def project_points(points, K, min_depth: float = 1e-6) -> np.ndarray:
     with np.errstate(divide='ignore', invalid='ignore'):
         uv = uvw[..., :2] / z
     return np.where(z > min_depth, uv, np.nan)
+
+
+BoxesLike = Union[Box3D, tuple, np.ndarray, Sequence[Box3D]]
+
+
+def as_boxes(boxes: BoxesLike) -> Box3D:
+    """Normalise box input to a batched float64 ``Box3D`` (``t[N,3], R[N,3,3], size[N,3]``).
+
+    Accepts a ``Box3D`` or ``(t, R, size)`` tuple (single or batched), 12-number vectors ``[..., 12]`` (array or
+    torch tensor on CPU), or a sequence of any of these.
+    """
+    if isinstance(boxes, tuple) and len(boxes) == 3 and np.ndim(boxes[1]) >= 2:   # Box3D or (t, R, size)
+        t, R, size = (np.asarray(a, dtype=np.float64) for a in boxes)
+        return Box3D(t.reshape(-1, 3), R.reshape(-1, 3, 3), size.reshape(-1, 3))
+    if isinstance(boxes, np.ndarray) or hasattr(boxes, '__array__'):             # [..., 12] params
+        return Box3D(*decode_box_params(np.asarray(boxes, dtype=np.float64).reshape(-1, 12)))
+    parts = [as_boxes(b) for b in boxes]
+    if not parts:
+        return Box3D(np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3)))
+    return Box3D(*(np.concatenate(f, axis=0) for f in zip(*parts)))

@@ -22,35 +22,18 @@ clipped to ``[0, 1]``.
 """
 from __future__ import annotations
 
-from typing import Sequence, Union
-
 import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
-from .box_ops import BOX_EDGES, CORNER_SIGNS, Box3D, decode_box_params
+from .box_ops import BOX_EDGES, CORNER_SIGNS, Box3D, BoxesLike, as_boxes
 
 __all__ = ['Box3D', 'as_boxes', 'box3d_iou', 'pairwise_box3d_iou', 'paired_box3d_iou',
            'box3d_intersection_volume', 'monte_carlo_box3d_iou']
-
-BoxesLike = Union[Box3D, tuple, np.ndarray, Sequence[Box3D]]
 
 # Relative tolerance (x the larger half-size) for "point inside a box" and "point on a plane". The points are
 # never moved, so this only decides membership; the volume error it can cause is of this relative order.
 _RTOL = 1e-10
 _CHUNK = 256  # pairs per vectorised chunk (cache-friendly; 128..512 are equally fast, 4096 is 40% slower)
-
-
-def as_boxes(boxes: BoxesLike) -> Box3D:
-    """Normalise any supported box input to a batched float64 ``Box3D`` (``t[N,3], R[N,3,3], size[N,3]``)."""
-    if isinstance(boxes, tuple) and len(boxes) == 3 and np.ndim(boxes[1]) >= 2:   # Box3D or (t, R, size)
-        t, R, size = (np.asarray(a, dtype=np.float64) for a in boxes)
-        return Box3D(t.reshape(-1, 3), R.reshape(-1, 3, 3), size.reshape(-1, 3))
-    if isinstance(boxes, np.ndarray) or hasattr(boxes, '__array__'):             # [..., 12] params
-        return Box3D(*decode_box_params(np.asarray(boxes, dtype=np.float64).reshape(-1, 12)))
-    parts = [as_boxes(b) for b in boxes]
-    if not parts:
-        return Box3D(np.zeros((0, 3)), np.zeros((0, 3, 3)), np.zeros((0, 3)))
-    return Box3D(*(np.concatenate(f, axis=0) for f in zip(*parts)))
 
 
 # ----------------------------------------------------------------------------------------------------------------
