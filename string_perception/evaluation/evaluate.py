@@ -1,0 +1,270 @@
+"""Evaluate a checkpoint on the held-out test split (``string-perception-evaluate``).
+
+    string-perception-evaluate models/vitd_tiny_cayley.pt --num-frames 500 --out runs/eval
+
+Test frames are seeds ``[2e9 + offset, 2e9 + offset + num_frames)``, never used in training. Predictions are decoded
+exactly as the ROS node decodes them (``runtime.postprocess.decode_detections``: score threshold, class-wise 3D NMS,
+top-k), then scored with ``metrics.summarize`` (average best 3D IoU over all ground-truth boxes as the paper reports
+it, AP3D at IoU 0.25 and 0.5, per class). Writes ``metrics.json``, ``iou_hist.png``, ``pr_curve.png`` and a few
+annotated frames ``frame_<seed>.png`` (predicted vs true boxes) to ``--out``.
+
+The inference-to-metrics pieces are importable (the bag evaluator and the training loop reuse them):
+:func:`decode_outputs`, :func:`predict`, :func:`evaluate_predictions`, :func:`run_validation`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+# ----------------------------------------------------------------------------------------------------------------
+# Decoding: model outputs of one image -> detections (the node's decoder)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def decode_outputs(boxes: np.ndarray, logits: np.ndarray, labels: Sequence[str], score_threshold: float = 0.3,
+                   nms_iou: float = 0.5, max_detections: int = 20) -> dict[str, np.ndarray]:
+    """``boxes[N,12]``, ``logits[N,C]`` of one image -> ``{'params': float64[K,12], 'scores': float64[K],
+    'labels': int64[K]}`` sorted by score, via ``runtime.postprocess.decode_detections``."""
+    from string_perception.runtime.postprocess import decode_detections
+    det = decode_detections(np.asarray(boxes, np.float32), np.asarray(logits, np.float32), list(labels),
+                            score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections)
+    return detections_to_arrays(det)
+
+
+def detections_to_arrays(det) -> dict[str, np.ndarray]:
+    """A runtime ``Detections`` -> the plain arrays the metrics take."""
+    from string_perception import box_ops
+    t = np.asarray(det.translations, np.float64).reshape(-1, 3)   # [K,3]
+    R = np.asarray(det.rotations, np.float64).reshape(-1, 3, 3)   # [K,3,3]
+    s = np.asarray(det.sizes, np.float64).reshape(-1, 3)          # [K,3]
+    return {'params': box_ops.encode_box_params(t, R, s).reshape(-1, 12),
+            'scores': np.asarray(det.scores, np.float64).reshape(-1),
+            'labels': np.asarray(det.class_ids, np.int64).reshape(-1)}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inference over a dataset
+# ----------------------------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cpu', batch_size: int = 16,
+            decode: dict[str, Any] | None = None, criterion=None, num_workers: int = 0,
+            progress: bool = False) -> dict[str, Any]:
+    """Run ``model`` over every frame of ``dataset`` (a :class:`~string_perception.training.data.SceneDataset`).
+
+    Returns ``{'preds': [per-frame decode_outputs dict], 'gts': [{'params': float64[M,12], 'labels': int64[M]}],
+    'seeds': [int], 'losses': {name: mean over batches} (when ``criterion`` is given)}``.
+    """
+    from torch.utils.data import DataLoader
+
+    from string_perception.training.data import collate
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    labels = list(model.config.class_names)
+    decode = dict(decode or {})
+    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, collate_fn=collate, num_workers=num_workers)
+    preds, gts, seeds, loss_sums, n_batches = [], [], [], {}, 0
+    it = loader
+    if progress:
+        from tqdm import tqdm
+        it = tqdm(loader, desc='predict', unit='batch', dynamic_ncols=True)
+    for batch in it:
+        image, depth, K = batch['image'].to(device), batch['depth'].to(device), batch['K'].to(device)
+        out = model(image, depth, K)
+        if criterion is not None:
+            targets = [{k: v.to(device) for k, v in t.items()} for t in batch['targets']]
+            for k, v in criterion(out, targets).items():
+                loss_sums[k] = loss_sums.get(k, 0.0) + float(v)
+            n_batches += 1
+        boxes = out['boxes'].float().cpu().numpy()     # [B,N,12]
+        logits = out['logits'].float().cpu().numpy()   # [B,N,C]
+        for b in range(boxes.shape[0]):
+            preds.append(decode_outputs(boxes[b], logits[b], labels, **decode))
+            t = batch['targets'][b]
+            gts.append({'params': t['boxes'].double().numpy(), 'labels': t['labels'].numpy()})
+        seeds.extend(int(s) for s in batch['seeds'])
+    model.train(was_training)
+    return {'preds': preds, 'gts': gts, 'seeds': seeds,
+            'losses': {k: v / max(n_batches, 1) for k, v in loss_sums.items()}}
+
+
+def filter_predictions(preds: Sequence[dict], score_threshold: float) -> list[dict]:
+    """Keep the predictions with ``score >= score_threshold`` (per frame)."""
+    out = []
+    for p in preds:
+        keep = np.asarray(p['scores']) >= score_threshold
+        out.append({k: np.asarray(v)[keep] for k, v in p.items()})
+    return out
+
+
+def evaluate_predictions(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[str],
+                         operating_threshold: float | None = None, include_curves: bool = False) -> dict[str, Any]:
+    """Per-frame predictions (``params[K,12]``, ``scores[K]``, ``labels[K]``) and ground truth (``params[M,12]``,
+    ``labels[M]``) -> the ``metrics.summarize`` dict (average best IoU, AP3D@0.25/0.5, per class, ...).
+
+    AP needs the low-score tail, so decode with a low threshold; the average best IoU ignores scores, so it reads
+    higher the more boxes are kept. With ``operating_threshold`` the headline numbers of only the predictions
+    scoring at least that much (what the node publishes) are added under ``'at_operating_threshold'``.
+    """
+    from string_perception import metrics
+    summary = metrics.summarize(list(preds), list(gts), class_names=list(class_names), include_curves=include_curves)
+    if operating_threshold is not None:
+        op = metrics.summarize(filter_predictions(preds, operating_threshold), list(gts),
+                               class_names=list(class_names))
+        summary['at_operating_threshold'] = {'score_threshold': float(operating_threshold),
+                                             'num_pred': op['num_pred'], **metrics.headline(op)}
+    return summary
+
+
+def headline(summary: dict[str, Any]) -> dict[str, float]:
+    """The scalar numbers we track: ``avg_best_iou``, ``avg_best_iou_agnostic``, ``ap3d_25``, ``ap3d_50`` (and
+    ``op_<name>`` at the operating threshold when present)."""
+    from string_perception import metrics
+    out = metrics.headline(summary)
+    for k, v in summary.get('at_operating_threshold', {}).items():
+        if k in out:
+            out[f'op_{k}'] = float(v)
+    return out
+
+
+def run_validation(model: torch.nn.Module, criterion, dataset, cfg, device) -> dict[str, float]:
+    """Validation numbers for the training loop: mean losses + headline metrics on ``dataset``."""
+    res = predict(model, dataset, device=device, batch_size=cfg.batch_size, criterion=criterion,
+                  decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
+                          'max_detections': cfg.max_detections})
+    summary = evaluate_predictions(res['preds'], res['gts'], model.config.class_names,
+                                   operating_threshold=cfg.operating_threshold)
+    return {**{f'loss_{k}' if k != 'loss' else 'loss': v for k, v in res['losses'].items()}, **headline(summary)}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------------
+
+def load_model(path: str | Path, device: torch.device | str = 'cpu'):
+    """Checkpoint (``torch.load(weights_only=True)``) -> (model in eval mode, ViTDConfig, raw checkpoint dict)."""
+    from string_perception.model import load_checkpoint
+    return load_checkpoint(path, map_location=device)
+
+
+def scene_config_for(model_cfg, ckpt: dict):
+    """The SceneConfig the checkpoint was trained with (same overrides), rendered at the model's input size."""
+    from string_perception.training.train import TrainConfig, build_scene_config
+    tc = TrainConfig.from_dict(ckpt['train_config']) if isinstance(ckpt.get('train_config'), dict) else TrainConfig()
+    return build_scene_config(tc, model_cfg)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='string-perception-evaluate', description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('checkpoint', help='ViTD checkpoint (.pt)')
+    p.add_argument('--num-frames', type=int, default=200, help='test frames: seeds [2e9 + offset, ... + num)')
+    p.add_argument('--offset', type=int, default=0, help='first test frame')
+    p.add_argument('--split', default='test', choices=('test', 'val'), help='never evaluate on train seeds')
+    p.add_argument('--batch-size', type=int, default=16)
+    p.add_argument('--score-threshold', type=float, default=0.05,
+                   help='decoding threshold (low, so the PR curve covers the whole range)')
+    p.add_argument('--operating-threshold', type=float, default=0.3,
+                   help="also report the headline numbers of the boxes scoring at least this (the node's default)")
+    p.add_argument('--nms-iou', type=float, default=0.3)
+    p.add_argument('--max-detections', type=int, default=50)
+    p.add_argument('--num-draw', type=int, default=4, help='annotated frames to write')
+    p.add_argument('--draw-threshold', type=float, default=0.3, help='score of the boxes drawn on the frames')
+    p.add_argument('--out', default='runs/eval', help='output directory')
+    p.add_argument('--device', default='cpu')
+    p.add_argument('--threads', type=int, default=0, help='torch CPU threads (0: default)')
+    p.add_argument('--num-workers', type=int, default=0, help='DataLoader workers generating the test frames')
+    p.add_argument('--no-progress', action='store_true')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from string_perception.training.data import SceneDataset
+    args = build_parser().parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    model, model_cfg, ckpt = load_model(args.checkpoint, args.device)
+    scene_cfg = scene_config_for(model_cfg, ckpt)
+    dataset = SceneDataset(args.split, args.num_frames, scene_cfg, offset=args.offset)
+    decode = {'score_threshold': args.score_threshold, 'nms_iou': args.nms_iou,
+              'max_detections': args.max_detections}
+    res = predict(model, dataset, device=args.device, batch_size=args.batch_size, decode=decode,
+                  num_workers=args.num_workers, progress=not args.no_progress)
+    summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
+                                   operating_threshold=args.operating_threshold, include_curves=True)
+    seeds = list(dataset.seeds)
+    report = {
+        'checkpoint': str(args.checkpoint),
+        'split': args.split,
+        'seeds': [seeds[0], seeds[-1] + 1] if seeds else [],
+        'num_frames': len(seeds),
+        'num_objects': int(sum(len(g['labels']) for g in res['gts'])),
+        'decode': decode,
+        'train_step': ckpt.get('step'),
+        'headline': headline(summary),
+        'metrics': summary,
+        'seconds': time.perf_counter() - t0,
+    }
+    curves = report['metrics'].pop('pr_curves', {})
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=_json_default) + '\n')
+    summary['pr_curves'] = curves
+    written = write_figures(out, res, summary, dataset, model_cfg.class_names, args.num_draw, args.draw_threshold)
+    print(json.dumps({'headline': report['headline'], 'num_frames': report['num_frames'],
+                      'num_objects': report['num_objects']}, default=_json_default))
+    print(f'wrote {out / "metrics.json"} and {len(written)} figures to {out}')
+    return 0
+
+
+def write_figures(out: Path, res: dict, summary: dict, dataset, class_names: Sequence[str], num_draw: int,
+                  draw_threshold: float, scale: int = 4) -> list[Path]:
+    """IoU histogram, PR curves (IoU 0.25 and 0.5) and ``num_draw`` frames with true (green) and predicted (red,
+    score >= ``draw_threshold``) boxes, upscaled ``scale`` times so the boxes are legible."""
+    from string_perception import metrics
+    from string_perception.evaluation import plots
+    written = []
+    best = metrics.best_iou_per_gt(res['preds'], res['gts'], class_aware=True)
+    written.append(plots.plot_iou_histogram(best, out / 'iou_hist.png'))
+    for thr, curves in summary.get('pr_curves', {}).items():
+        ap = summary['ap3d'][thr]['per_class']
+        name = f'pr_curve_{round(float(thr) * 100):d}.png'
+        written.append(plots.plot_pr_curves(curves, out / name, title=f'AP3D @ IoU {thr}', ap=ap))
+    if num_draw > 0:
+        import cv2
+
+        from string_perception.evaluation import draw
+        for i in range(min(num_draw, len(res['preds']))):
+            raw = dataset.raw(i)
+            H, W = raw.rgb.shape[:2]
+            image = cv2.resize(raw.rgb, (W * scale, H * scale), interpolation=cv2.INTER_NEAREST)  # [sH,sW,3]
+            K = raw.K.astype(np.float64).copy()
+            K[:2] *= scale
+            K[:2, 2] += (scale - 1) / 2.0              # pixel centres at integer coordinates, before and after
+            img = draw.draw_predictions(image, K, res['preds'][i], res['gts'][i], class_names,
+                                        score_threshold=draw_threshold)
+            path = out / f'frame_{res["seeds"][i]}.png'
+            cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+            written.append(path)
+    return written
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f'not JSON serialisable: {type(o).__name__}')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

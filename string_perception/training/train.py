@@ -1,0 +1,565 @@
+"""Train a ViT / ViTD 3D box detector on generated RGB-D scenes (``string-perception-train``).
+
+One process::
+
+    string-perception-train --preset tiny --steps 3000 --batch-size 32 --lr 2e-3 --out runs/tiny
+
+Several (DDP; gloo on CPU, nccl on GPU; every rank trains on its own shard of the training seeds)::
+
+    torchrun --nproc_per_node 2 -m string_perception.training.train --preset tiny --out runs/ddp
+
+Resume (model, optimiser, scheduler, step, RNG; the data order continues where it stopped)::
+
+    string-perception-train --resume runs/tiny/last.pt          # or --resume auto --out runs/tiny
+
+Writes to ``--out``: ``train_config.json``, ``log.csv`` (train rows) and ``val.csv`` (validation rows),
+TensorBoard events when ``torch.utils.tensorboard`` imports, ``last.pt`` and ``best.pt`` (best validation
+``--best-metric``). Checkpoints are nanoGPT style: ``model/`` ``save_checkpoint`` with the ``ViTDConfig`` dict plus
+the ``TrainConfig`` dict and the optimiser / scheduler / RNG state, all loadable with ``weights_only=True``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import functools
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from string_perception.training.data import SceneDataset, make_loader, shard_indices
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on besides the model config (saved in every checkpoint as a plain dict)."""
+    preset: str = 'tiny'
+    model_overrides: dict[str, Any] = field(default_factory=dict)   # ViTDConfig fields over the preset
+    scene_overrides: dict[str, Any] = field(default_factory=dict)   # SceneConfig fields (image size follows model)
+    loss_overrides: dict[str, Any] = field(default_factory=dict)    # SetCriterion keyword arguments
+    # optimisation
+    steps: int = 2000
+    batch_size: int = 32            # per rank
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.02      # cosine decays to lr * min_lr_ratio
+    warmup_steps: int = 100
+    weight_decay: float = 0.05
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0          # max global grad norm; 0 disables
+    seed: int = 0                   # init + data order
+    # data
+    num_train_frames: int = 10_000  # training seeds [0, num_train_frames)
+    cache: bool = True              # generate this rank's frames once and keep them in memory
+    num_workers: int = 1            # DataLoader workers (uncached frames are generated there)
+    canonical_targets: bool = True  # train on canonical box rotations (data.canonical_box); val/test never
+    # validation / logging / checkpoints
+    val_frames: int = 64            # validation seeds [1e9, 1e9 + val_frames)
+    val_every: int = 250            # steps; also writes last.pt (and best.pt when the best metric improves)
+    keep_every: int = 0             # also keep ckpt_<step>.pt every this many steps (0: only last + best)
+    best_metric: str = 'avg_best_iou'
+    score_threshold: float = 0.05   # validation decoding (runtime.postprocess): low, for AP
+    operating_threshold: float = 0.3  # also report the numbers of boxes scoring at least this (the node's default)
+    nms_iou: float = 0.3
+    max_detections: int = 50
+    log_every: int = 10
+    out: str = 'runs/train'
+    device: str = 'auto'            # auto | cpu | cuda | cuda:N
+    threads: int = 0                # torch intra-op threads per rank on CPU; 0 leaves torch's default
+
+    def __post_init__(self):
+        self.betas = tuple(float(b) for b in self.betas)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d['betas'] = list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> 'TrainConfig':
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def build_model_config(cfg: TrainConfig):
+    """The ``ViTDConfig`` of a run: preset + overrides, class names from the scene generator."""
+    from string_perception.model import ViTDConfig
+    from string_perception.scenes import CLASS_NAMES
+    overrides = {'class_names': tuple(CLASS_NAMES), **cfg.model_overrides}
+    return ViTDConfig.preset(cfg.preset, **overrides)
+
+
+def build_scene_config(cfg: TrainConfig, model_cfg):
+    """``SceneConfig`` rendering at the model's input size (so no resize is needed)."""
+    from string_perception.scenes import SceneConfig
+    fields = {f.name for f in dataclasses.fields(SceneConfig)}
+    size = {}
+    h, w = model_cfg.image_size
+    if 'image_size' in fields:
+        size['image_size'] = (h, w)
+    else:
+        size.update({k: v for k, v in (('height', h), ('width', w)) if k in fields})
+    return SceneConfig(**{**size, **cfg.scene_overrides})
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """Linear warm-up from lr/warmup to lr over ``warmup_steps``, then cosine down to ``lr * min_ratio``."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups (nanoGPT style): decay weight matrices; no decay on biases, norms, scalars, the position
+    encodings' own parameters (STRING bases / frequencies, under ``.pe.``), position tables, class embeddings."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        parts = name.split('.')
+        skip = p.ndim < 2 or 'pe' in parts or 'pos_embed' in parts or 'class_embeddings' in parts
+        (no_decay if skip else decay).append(p)
+    return [{'params': decay, 'weight_decay': weight_decay}, {'params': no_decay, 'weight_decay': 0.0}]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Distributed helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device('cpu')
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == 'auto':
+        name = 'cuda' if torch.cuda.is_available() else 'cpu'
+    if name == 'cuda':
+        name = f'cuda:{local_rank}'
+    return torch.device(name)
+
+
+def setup_distributed(device: str) -> DistInfo:
+    """Join the process group when started by torchrun (``WORLD_SIZE > 1``); gloo on CPU, nccl on CUDA."""
+    world = int(os.environ.get('WORLD_SIZE', '1'))
+    rank = int(os.environ.get('RANK', '0'))
+    local_rank = int(os.environ.get('LOCAL_RANK', '0'))
+    dev = resolve_device(device, local_rank)
+    if world > 1 and not dist.is_initialized():
+        if dev.type == 'cuda':
+            torch.cuda.set_device(dev)
+        dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo', rank=rank, world_size=world)
+    return DistInfo(rank, world, local_rank, dev)
+
+
+def cleanup_distributed() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_mean(values: dict[str, float], info: DistInfo) -> dict[str, float]:
+    if not info.enabled or not values:
+        return values
+    keys = sorted(values)
+    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+    if info.device.type == 'cuda':
+        t = t.to(info.device)
+    dist.all_reduce(t)
+    return {k: float(v) / info.world_size for k, v in zip(keys, t.tolist())}
+
+
+def max_rank_divergence(model: torch.nn.Module, info: DistInfo) -> float:
+    """Largest |weight - rank 0's weight| over all ranks (0.0 when DDP keeps the replicas in sync)."""
+    if not info.enabled:
+        return 0.0
+    flat = torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])   # [P]
+    ref = flat.clone()
+    dist.broadcast(ref, src=0)
+    diff = (flat - ref).abs().max().reshape(1)                                        # [1]
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return float(diff)
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------------------------
+
+def rng_state() -> dict[str, Any]:
+    state = {'torch': torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state['cuda'] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state['torch'])
+    if 'cuda' in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state['cuda'])
+
+
+def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, optimizer, scheduler, step: int,
+                             best: float | None, metrics: dict | None = None) -> None:
+    """Write a checkpoint (``step`` = optimiser steps done) via ``model.save_checkpoint``."""
+    from string_perception.model import save_checkpoint
+    extra = {
+        'train_config': cfg.to_dict(),
+        'optimizer': optimizer.state_dict(),
+        'scheduler': scheduler.state_dict(),
+        'step': int(step),
+        'best': best,
+        'rng': rng_state(),
+        'metrics': dict(metrics or {}),
+    }
+    save_checkpoint(path, unwrap(model), model_cfg, extra)   # atomic (temp file + rename)
+
+
+def load_training_checkpoint(path: str | Path, map_location='cpu') -> dict:
+    return torch.load(path, map_location=map_location, weights_only=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Logging
+# ----------------------------------------------------------------------------------------------------------------
+
+class CsvLog:
+    """Append rows to a CSV, the header from the first row's keys (new keys later are dropped)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fields: list[str] | None = None
+        if path.exists() and path.stat().st_size:
+            with path.open() as f:
+                self.fields = next(csv.reader(f), None)
+
+    def write(self, row: dict[str, Any]) -> None:
+        new = self.fields is None
+        if new:
+            self.fields = list(row)
+        with self.path.open('a', newline='') as f:
+            w = csv.DictWriter(f, fieldnames=self.fields, extrasaction='ignore')
+            if new:
+                w.writeheader()
+            w.writerow(row)
+
+
+def make_tensorboard(out: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # tensorboard not installed
+        return None
+    return SummaryWriter(str(out / 'tb'))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------------------------
+
+def _to(batch: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[dict]]:
+    image = batch['image'].to(device, non_blocking=True)   # [B,H,W,3] uint8
+    depth = batch['depth'].to(device, non_blocking=True)   # [B,H,W] metres
+    K = batch['K'].to(device, non_blocking=True)           # [B,3,3]
+    targets = [{k: v.to(device) for k, v in t.items()} for t in batch['targets']]
+    return image, depth, K, targets
+
+
+def build_criterion(model_cfg, cfg: TrainConfig):
+    from string_perception.training.losses import SetCriterion
+    return SetCriterion(num_classes=model_cfg.num_classes, **cfg.loss_overrides)
+
+
+def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) -> dict[str, Any]:
+    """Run (or continue) training; returns the final summary (rank 0's view)."""
+    from string_perception.model import ViTD
+    from string_perception.evaluation.evaluate import run_validation
+
+    info = setup_distributed(cfg.device)
+    try:
+        if info.device.type == 'cpu' and cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        out = Path(cfg.out)
+        ckpt = None
+        if resume:
+            ckpt = load_training_checkpoint(resume)
+        model_cfg = build_model_config(cfg)
+        if ckpt is not None:
+            from string_perception.model import ViTDConfig
+            model_cfg = ViTDConfig.from_dict(ckpt['config'])
+        scene_cfg = build_scene_config(cfg, model_cfg)
+
+        torch.manual_seed(cfg.seed)                      # same initial weights on every rank
+        model = ViTD(model_cfg).to(info.device)
+        criterion = build_criterion(model_cfg, cfg)
+        optimizer = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas,
+                                      fused=info.device.type == 'cuda')
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: lr_factor(s, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio))
+        start_step, best = 0, None
+        if ckpt is not None:
+            model.load_state_dict(ckpt['model'])
+            optimizer.load_state_dict(ckpt['optimizer'])
+            scheduler.load_state_dict(ckpt['scheduler'])
+            start_step, best = int(ckpt['step']), ckpt.get('best')
+            set_rng_state(ckpt['rng'])
+            del ckpt
+        if info.enabled:
+            model = DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == 'cuda'
+                                            else None, find_unused_parameters=True)  # policy head: no loss
+
+        # Data: this rank's shard of the training seeds, in an order fixed by (seed, position).
+        train_set = SceneDataset('train', cfg.num_train_frames, scene_cfg, canonical_targets=cfg.canonical_targets)
+        if cfg.cache:
+            t0 = time.perf_counter()
+            train_set.build_cache(shard_indices(len(train_set), info.rank, info.world_size),
+                                  processes=max(1, cfg.num_workers), progress=progress and info.is_main)
+            if info.is_main:
+                mb = train_set.cache.nbytes() / 2 ** 20
+                print(f'cached {len(train_set.cache)} frames/rank ({mb:.0f} MB) in {time.perf_counter() - t0:.1f} s',
+                      flush=True)
+        loader = make_loader(train_set, cfg.batch_size, rank=info.rank, world_size=info.world_size, seed=cfg.seed,
+                             start=start_step * cfg.batch_size, num_workers=0 if cfg.cache else cfg.num_workers)
+        # Every rank validates on the same frames (the loss normaliser all-reduces), rank 0 writes the results.
+        val_set = None
+        if cfg.val_frames > 0:
+            val_set = SceneDataset('val', cfg.val_frames, scene_cfg)                  # generator boxes, as scored
+            val_set.build_cache(processes=max(1, cfg.num_workers))
+
+        logs = tb = None
+        if info.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / 'train_config.json').write_text(json.dumps(cfg.to_dict(), indent=2) + '\n')
+            (out / 'model_config.json').write_text(json.dumps(model_cfg.to_dict(), indent=2) + '\n')
+            logs = {'train': CsvLog(out / 'log.csv'), 'val': CsvLog(out / 'val.csv')}
+            tb = make_tensorboard(out)
+
+        bar = None
+        if progress and info.is_main:
+            from tqdm import tqdm
+            bar = tqdm(total=cfg.steps, initial=start_step, desc='train', unit='step', dynamic_ncols=True)
+
+        model.train()
+        step = start_step
+        data_iter = iter(loader)
+        t_last, acc, n_acc = time.perf_counter(), {}, 0
+        val_metrics: dict[str, float] = {}
+        while step < cfg.steps:
+            batch = next(data_iter)
+            image, depth, K, targets = _to(batch, info.device)
+            outputs = model(image, depth, K)
+            losses = criterion(outputs, targets)           # dict of scalar tensors, 'loss' = weighted total
+            loss = losses['loss']
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                       cfg.grad_clip if cfg.grad_clip > 0 else float('inf'))
+            lr_used = optimizer.param_groups[0]['lr']
+            optimizer.step()
+            scheduler.step()
+            step += 1
+
+            for k, v in losses.items():
+                acc[k] = acc.get(k, 0.0) + float(v.detach())
+            acc['grad_norm'] = acc.get('grad_norm', 0.0) + float(grad_norm)
+            n_acc += 1
+            if bar is not None:
+                bar.update(1)
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                row = all_reduce_mean({k: v / n_acc for k, v in acc.items()}, info)
+                now = time.perf_counter()
+                if info.is_main:
+                    frames_s = n_acc * cfg.batch_size * info.world_size / max(now - t_last, 1e-9)
+                    row = {'step': step, 'lr': lr_used, **row, 'frames_per_s': frames_s,
+                           'time': time.time()}
+                    logs['train'].write(row)
+                    if tb is not None:
+                        for k, v in row.items():
+                            if k not in ('step', 'time'):
+                                tb.add_scalar(f'train/{k}', v, step)
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{row['loss']:.3f}", lr=f"{row['lr']:.2e}", refresh=False)
+                t_last, acc, n_acc = now, {}, 0
+
+            if step % cfg.val_every == 0 or step == cfg.steps:
+                if val_set is not None:
+                    val_metrics = run_validation(unwrap(model), criterion, val_set, cfg, info.device)
+                    model.train()
+                score = val_metrics.get(cfg.best_metric)
+                improved = score is not None and (best is None or score > best)
+                if improved:
+                    best = float(score)
+                if info.is_main:
+                    if val_set is not None:
+                        logs['val'].write({'step': step, **val_metrics, 'time': time.time()})
+                        if tb is not None:
+                            for k, v in val_metrics.items():
+                                tb.add_scalar(f'val/{k}', v, step)
+                        msg = ' '.join(f'{k}={v:.4f}' for k, v in val_metrics.items())
+                        if bar is not None:
+                            bar.write(f'[val step {step}] {msg}')
+                        else:
+                            print(f'[val step {step}] {msg}', flush=True)
+                    save = functools.partial(save_training_checkpoint, model=model, model_cfg=model_cfg, cfg=cfg,
+                                             optimizer=optimizer, scheduler=scheduler, step=step, best=best,
+                                             metrics=val_metrics)
+                    save(out / 'last.pt')
+                    if improved:
+                        save(out / 'best.pt')
+                    if cfg.keep_every > 0 and step % cfg.keep_every == 0:
+                        save(out / f'ckpt_{step:06d}.pt')
+                if info.enabled:
+                    dist.barrier()
+        if bar is not None:
+            bar.close()
+        if tb is not None:
+            tb.close()
+        summary = {'step': step, 'best': best, 'best_metric': cfg.best_metric, 'val': val_metrics,
+                   'world_size': info.world_size, 'rank_weight_max_abs_diff': max_rank_divergence(model, info)}
+        if info.is_main:
+            (out / 'summary.json').write_text(json.dumps(summary, indent=2) + '\n')
+        return summary
+    finally:
+        cleanup_distributed()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------------
+
+def _kv(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE parsed as JSON when it parses (numbers, lists, true/false), else a string."""
+    if '=' not in text:
+        raise argparse.ArgumentTypeError(f'expected KEY=VALUE, got {text!r}')
+    k, v = text.split('=', 1)
+    try:
+        return k, json.loads(v)
+    except json.JSONDecodeError:
+        return k, v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='string-perception-train', description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    S = argparse.SUPPRESS  # options left out keep the TrainConfig default (or the resumed run's value)
+    p.add_argument('--preset', default=S, help='ViTDConfig preset (tiny | base)')
+    m = p.add_argument_group('model overrides (ViTDConfig fields)')
+    m.add_argument('--encoding', default=S, help='position encoding: none rope rope_mixed cayley circulant dense')
+    m.add_argument('--coord-mode', default=S, help='grid_depth | camera_xyz')
+    m.add_argument('--no-depth', action='store_true', default=S, help='RGB-only ViT (2D grid coordinates)')
+    m.add_argument('--translation-mode', default=S, help='patch_offset | absolute')
+    m.add_argument('--image-size', type=int, default=S, help='square input size')
+    m.add_argument('--patch-size', type=int, default=S)
+    m.add_argument('--width', type=int, default=S)
+    m.add_argument('--layers', type=int, default=S, help='transformer depth')
+    m.add_argument('--heads', type=int, default=S)
+    m.add_argument('--model', type=_kv, action='append', default=S, metavar='KEY=VALUE',
+                   help='any other ViTDConfig field (JSON value)')
+    o = p.add_argument_group('optimisation')
+    o.add_argument('--steps', type=int, default=S)
+    o.add_argument('--epochs', type=float, default=S, help='sets --steps from passes over --num-train-frames')
+    o.add_argument('--batch-size', type=int, default=S, help='per rank')
+    o.add_argument('--lr', type=float, default=S)
+    o.add_argument('--min-lr-ratio', type=float, default=S)
+    o.add_argument('--weight-decay', type=float, default=S)
+    o.add_argument('--warmup-steps', type=int, default=S)
+    o.add_argument('--grad-clip', type=float, default=S)
+    o.add_argument('--seed', type=int, default=S)
+    o.add_argument('--loss', type=_kv, action='append', default=S, metavar='KEY=VALUE',
+                   help='SetCriterion keyword argument (JSON value)')
+    d = p.add_argument_group('data')
+    d.add_argument('--num-train-frames', type=int, default=S)
+    d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
+    d.add_argument('--num-workers', type=int, default=S)
+    d.add_argument('--scene', type=_kv, action='append', default=S, metavar='KEY=VALUE',
+                   help='SceneConfig field (JSON value)')
+    r = p.add_argument_group('run')
+    r.add_argument('--val-every', type=int, default=S)
+    r.add_argument('--val-frames', type=int, default=S)
+    r.add_argument('--keep-every', type=int, default=S, help='also keep ckpt_<step>.pt every N steps')
+    r.add_argument('--best-metric', default=S)
+    r.add_argument('--log-every', type=int, default=S)
+    r.add_argument('--out', default=S, help='output directory')
+    r.add_argument('--device', default=S, help='auto | cpu | cuda | cuda:N')
+    r.add_argument('--threads', type=int, default=S, help='torch CPU threads per rank (0: default)')
+    r.add_argument('--resume', default=None, help="checkpoint to continue, or 'auto' for OUT/last.pt if present")
+    r.add_argument('--no-progress', action='store_true', help='no tqdm bar')
+    return p
+
+
+def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) -> TrainConfig:
+    """Apply the options given on the command line over ``base`` (default: ``TrainConfig()``)."""
+    given = vars(args)
+    cfg = base if base is not None else TrainConfig()
+    changes: dict[str, Any] = {}
+    model = dict(cfg.model_overrides)
+    for opt, key in (('encoding', 'encoding'), ('coord_mode', 'coord_mode'), ('translation_mode',
+                     'translation_mode'), ('patch_size', 'patch_size'), ('width', 'width'), ('layers', 'depth'),
+                     ('heads', 'num_heads')):
+        if opt in given:
+            model[key] = given[opt]
+    if 'image_size' in given:
+        model['image_size'] = [given['image_size'], given['image_size']]
+    if given.get('no_depth'):
+        model['use_depth'] = False
+    model.update(dict(given.get('model', [])))
+    changes['model_overrides'] = model
+    changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
+    changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
+    for name in ('preset', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
+                 'seed', 'num_train_frames', 'num_workers', 'val_every', 'keep_every', 'val_frames', 'best_metric',
+                 'log_every', 'out', 'device', 'threads'):
+        if name in given:
+            changes[name] = given[name]
+    if given.get('no_cache'):
+        changes['cache'] = False
+    cfg = dataclasses.replace(cfg, **changes)
+    if 'epochs' in given:
+        world = int(os.environ.get('WORLD_SIZE', '1'))
+        cfg.steps = max(1, math.ceil(given['epochs'] * cfg.num_train_frames / (cfg.batch_size * world)))
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    resume = args.resume
+    base = None
+    if resume == 'auto':
+        out = Path(getattr(args, 'out', TrainConfig.out))
+        resume = str(out / 'last.pt') if (out / 'last.pt').exists() else None
+    if resume:
+        base = TrainConfig.from_dict(load_training_checkpoint(resume)['train_config'])
+    cfg = config_from_args(args, base)
+    summary = train(cfg, resume=resume, progress=not args.no_progress)
+    if int(os.environ.get('RANK', '0')) == 0:
+        print(json.dumps({k: v for k, v in summary.items()}, default=float))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
