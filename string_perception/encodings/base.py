@@ -96,10 +96,11 @@ def apply_rope_mixed(x: torch.Tensor, coords: torch.Tensor, freqs: torch.Tensor)
     The angles and cos/sin are computed in float32 (float64 if any input is float64), the result is cast
     back to x.dtype. Only MatMul, Cos, Sin, Slice, Mul, Add/Sub and Concat: this is the exported graph's op.
     """
-    check_inputs(x, coords, num_heads=None, head_dim=None, coord_dim=freqs.shape[-1])
-    if freqs.dim() != 3 or freqs.shape[1] * 2 != x.shape[-1] or freqs.shape[0] not in (1, x.shape[1]):
-        raise ValueError(f'freqs must have shape [H or 1, Dh/2, dc] = [{x.shape[1]}, {x.shape[-1] // 2}, '
-                         f'{coords.shape[-1]}], got {tuple(freqs.shape)}')
+    if not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()):  # checked eagerly; no trace warnings
+        check_inputs(x, coords, num_heads=None, head_dim=None, coord_dim=freqs.shape[-1])
+        if freqs.dim() != 3 or freqs.shape[1] * 2 != x.shape[-1] or freqs.shape[0] not in (1, x.shape[1]):
+            raise ValueError(f'freqs must have shape [H or 1, Dh/2, dc] = [{x.shape[1]}, {x.shape[-1] // 2}, '
+                             f'{coords.shape[-1]}], got {tuple(freqs.shape)}')
     dt = compute_dtype(x, coords, freqs)
     with autocast_off(x.device.type):
         theta = _angles(coords.to(dt), freqs.to(dt))  # [B,H,N,Dh/2]
