@@ -111,7 +111,8 @@ class ModelMetadata:
             mean = tuple(float(v) for v in norm['mean'])
             std = tuple(float(v) for v in norm['std'])
         except (TypeError, KeyError, ValueError):
-            raise MetadataError('metadata key \'normalization\' must be JSON {"mean": [3 numbers], "std": [3 numbers]}, '
+            raise MetadataError('metadata key \'normalization\' must be JSON {"mean": [3 numbers], '
+                                '"std": [3 numbers]}, '
                                 f'got {props["normalization"]!r:.200}', key='normalization') from None
         if (len(mean) != 3 or len(std) != 3 or not all(math.isfinite(v) for v in mean + std)
                 or not all(v > 0 for v in std)):

@@ -262,7 +262,8 @@ class OnnxModel:
             tt = inputs[name].type.tensor_type
             dims = _dims(inputs[name])
             if tt.elem_type != elem:
-                problems.append(f'input {name!r} has type {onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else "?"}, '
+                got = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type) if tt.elem_type else '?'
+                problems.append(f'input {name!r} has type {got}, '
                                 f'expected {np.dtype(_INPUT_NP[name])}')
             elif len(dims) != rank:
                 problems.append(f'input {name!r} has rank {len(dims)} {dims}, expected {rank}')

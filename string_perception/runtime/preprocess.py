@@ -12,8 +12,8 @@ like ``cv2.INTER_NEAREST_EXACT`` but in exact integer arithmetic, so colour and 
 depth values are blended). A depth image of another size is accepted when it is the colour frame scaled by one
 factor (up to one pixel of rounding each way, e.g. 320x240 for 640x480): it is resized by that factor within the
 same sampling; any other size is ``InputError('size_mismatch')``. Units come from the dtype, never a user
-divisor: ``uint16`` = millimetres (16UC1), ``float32``/``float64`` = metres (32FC1). 0, NaN, ±inf, negative (and beyond ``max_depth_m`` when set)
-are invalid and become 0 in the model input.
+divisor: ``uint16`` = millimetres (16UC1), ``float32``/``float64`` = metres (32FC1). 0, NaN, ±inf, negative
+(and beyond ``max_depth_m`` when set) are invalid and become 0 in the model input.
 
 A frame whose depth has no valid pixel in the crop is still processed (the model sees the colour image and
 treats all depth as missing): it is flagged with the warning kind ``'no_valid_depth'`` in ``ModelInputs.warnings``
@@ -192,8 +192,9 @@ def crop_resize_intrinsics(K, crop_xywh: tuple[int, int, int, int], out_hw: tupl
 def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
     """Check a pinhole K (3x3 or 9 numbers, e.g. CameraInfo.k) -> float64 [3,3]; ``InputError('bad_intrinsics')``.
 
-    Requires finite values, ``fx, fy`` in ``[0.01, 1e8]`` px (and every entry within ±1e8), last row ``[0, 0, 1]``, ``K[1,0] == 0`` and (given the image size
-    ``hw``) a principal point inside the image ``[0, w] x [0, h]``. Skew ``K[0,1]`` is allowed.
+    Requires finite values, ``fx, fy`` in ``[0.01, 1e8]`` px (and every entry within ±1e8), last row ``[0, 0, 1]``,
+    ``K[1,0] == 0`` and (given the image size ``hw``) a principal point inside the image ``[0, w] x [0, h]``.
+    Skew ``K[0,1]`` is allowed.
     """
     try:
         K = np.asarray(K, dtype=np.float64)

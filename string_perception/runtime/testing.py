@@ -27,7 +27,8 @@ TINY_LABELS = ('cube', 'cylinder', 'sphere')
 
 
 def make_tiny_model(*, height: int = 32, width: int = 48, patch: int = 8, labels: Sequence[str] = TINY_LABELS,
-                    embedding_dim: int = 8, seed: int = 0, input_names: Sequence[str] = ('image', 'depth', 'intrinsics'),
+                    embedding_dim: int = 8, seed: int = 0,
+                    input_names: Sequence[str] = ('image', 'depth', 'intrinsics'),
                     image_elem_type: int = TensorProto.UINT8, static_batch: int | None = None,
                     logit_bias: float = 0.0, ir_version: int = 10, opset: int = 17,
                     metadata_overrides: Mapping[str, str | None] | None = None,
