@@ -27,7 +27,7 @@ __all__ = ['circulant_freqs', 'circulant_generators', 'apply_circulant_fft', 'ci
 
 def default_block_size(head_dim: int) -> int:
     """16 when it divides head_dim (paper: 16 or 32 work best), else the whole head."""
-    return 16 if head_dim % 16 == 0 and head_dim > 16 else head_dim
+    return 16 if head_dim % 16 == 0 else head_dim
 
 
 def circulant_freqs(c: torch.Tensor) -> torch.Tensor:

@@ -66,7 +66,7 @@ class IdentityEncoding(PositionEncoding):
         return torch.zeros(self.num_heads, self.coord_dim, self.head_dim, self.head_dim, dtype=torch.float64)
 
     def canonical(self) -> CanonicalForm:
-        eye = torch.eye(self.head_dim, dtype=torch.float64).expand(self.num_heads, -1, -1)
+        eye = torch.eye(self.head_dim, dtype=torch.float64).expand(self.num_heads, -1, -1).clone()
         return CanonicalForm(eye, torch.zeros(self.num_heads, self.head_dim // 2, self.coord_dim,
                                               dtype=torch.float64))
 
