@@ -89,6 +89,13 @@ def test_colour_encodings_give_the_same_result(pipe):
     with pytest.raises(InputError) as e:
         pipe(rgb, depth, K, encoding='bayer_rggb8')
     assert e.value.kind == 'bad_encoding'
+    _same_detections(pipe(rgb, depth, K, depth_encoding='16UC1').detections, ref.detections)
+    with pytest.raises(InputError) as e:
+        pipe(rgb, depth, K, depth_encoding='32FC1')                          # uint16 data labelled 32FC1
+    assert e.value.kind == 'bad_encoding'
+    with pytest.raises(InputError) as e:
+        pipe(rgb, depth, K, intrinsics_hw=(480, 640))                        # CameraInfo for another size
+    assert e.value.kind == 'bad_intrinsics'
 
 
 @pytest.mark.parametrize('batch_size', [1, 2, 3])

@@ -89,10 +89,12 @@ class Pipeline:
         return self.model.provider
 
     # ------------------------------------------------------------------ one frame
-    def preprocess(self, rgb, depth, K, *, encoding: str = 'rgb8', intrinsics_hw=None) -> ModelInputs:
-        """Colour conversion (``encoding``: rgb8 / bgr8 / rgba8 / bgra8 / mono8) + :func:`prepare_inputs`."""
+    def preprocess(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
+                   intrinsics_hw=None) -> ModelInputs:
+        """Colour conversion (``encoding``: rgb8 / bgr8 / rgba8 / bgra8 / mono8) + :func:`prepare_inputs`
+        (``depth_encoding``: 16UC1 / mono16 / 32FC1, checked against the dtype when given)."""
         return prepare_inputs(to_rgb(rgb, encoding), depth, K, self.input_hw, max_depth_m=self._params['max_depth_m'],
-                              intrinsics_hw=intrinsics_hw)
+                              intrinsics_hw=intrinsics_hw, depth_encoding=depth_encoding)
 
     def _decode(self, outputs: dict[str, np.ndarray], i: int) -> Detections:
         p = self._params
@@ -100,10 +102,13 @@ class Pipeline:
                                  score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
                                  max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'])
 
-    def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', intrinsics_hw=None) -> PipelineResult:
-        """One frame: ``rgb`` ([h,w,3] in ``encoding``), ``depth`` (uint16 mm | float32 m), ``K`` [3,3]."""
+    def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
+                 intrinsics_hw=None) -> PipelineResult:
+        """One frame: ``rgb`` ([h,w,3] in ``encoding``), ``depth`` (uint16 mm | float32 m), ``K`` [3,3]
+        (``intrinsics_hw``: CameraInfo (height, width), checked against the colour size when given)."""
         t0 = time.perf_counter()
-        inputs = self.preprocess(rgb, depth, K, encoding=encoding, intrinsics_hw=intrinsics_hw)
+        inputs = self.preprocess(rgb, depth, K, encoding=encoding, depth_encoding=depth_encoding,
+                                 intrinsics_hw=intrinsics_hw)
         t1 = time.perf_counter()
         outputs = self.model.run(**inputs.feed())
         t2 = time.perf_counter()

@@ -224,14 +224,15 @@ def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- main entry
 def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: float | None = None,
-                   intrinsics_hw: tuple[int, int] | None = None, max_pixels: int = DEFAULT_MAX_PIXELS,
-                   max_side: int = DEFAULT_MAX_SIDE) -> ModelInputs:
+                   intrinsics_hw: tuple[int, int] | None = None, depth_encoding: str | None = None,
+                   max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = DEFAULT_MAX_SIDE) -> ModelInputs:
     """Camera frame -> :class:`ModelInputs` for a model of input size ``model_hw = (H, W)``.
 
     ``rgb``: uint8 ``[h,w,3]`` RGB (convert other encodings with :func:`to_rgb`). ``depth``: uint16 mm or
     float32/float64 m, ``[h',w']`` registered to colour (same size, or same aspect ratio). ``K``: 3x3 of the
     colour frame. ``intrinsics_hw``: the (height, width) the intrinsics were calibrated for (CameraInfo), checked
-    against the colour size when given. Raises :class:`InputError`; warnings are returned in ``.warnings``.
+    against the colour size when given. ``depth_encoding`` (ROS ``16UC1`` / ``mono16`` / ``32FC1``), when given, must
+    match the depth dtype. Raises :class:`InputError`; warnings are returned in ``.warnings``.
     """
     H, W = (int(v) for v in model_hw)
     if H <= 0 or W <= 0:
@@ -240,7 +241,7 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
         raise ValueError(f'max_depth_m must be > 0 or None, got {max_depth_m}')
 
     img = _check_uint8_image(_as_array(rgb, 'colour image'), 'colour image (RGB)', (3,))
-    d = _check_depth(depth, None)
+    d = _check_depth(depth, depth_encoding)
     h, w = img.shape[:2]
     hd, wd = d.shape
     for what, (a, b) in (('colour', (h, w)), ('depth', (hd, wd))):
