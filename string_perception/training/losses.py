@@ -73,7 +73,7 @@ class SetCriterion(nn.Module):
         return n.clamp(min=1.0)
 
     def forward(self, outputs: dict, targets: list[dict]) -> dict[str, torch.Tensor]:
-        logits, boxes = outputs['logits'], outputs['boxes']                  # [B,N,C], [B,N,12]
+        logits, boxes = outputs['logits'].float(), outputs['boxes'].float()  # [B,N,C], [B,N,12]; fp32 under AMP
         if logits.shape[-1] != self.num_classes:
             raise ValueError(f'logits have {logits.shape[-1]} classes, criterion expects {self.num_classes}')
         indices = self.matcher(outputs, targets)
