@@ -213,6 +213,7 @@ def test_cpu_only_request_logs_no_warning(tiny_path, caplog):
     caplog.set_level(logging.INFO, logger=LOGGER_NAME)
     model = OnnxModel(tiny_path, ['cpu'])
     assert model.providers == CPU_ONLY and model.provider_problems == {}
+    assert OnnxModel(tiny_path, 'CPUExecutionProvider', warmup=False).providers == CPU_ONLY   # a bare string
     assert not _runtime_records(caplog, logging.WARNING)
 
 

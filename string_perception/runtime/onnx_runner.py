@@ -139,6 +139,15 @@ class OnnxModel:
             if v is not None and (int(v) != v or v < 0):
                 raise ValueError(f'{name} must be None or an integer >= 0 (0 = ONNX Runtime default), got {v}')
 
+        if isinstance(providers, (str, tuple)) and (isinstance(providers, str) or
+                                                    (len(providers) == 2 and isinstance(providers[1], dict))):
+            providers = [providers]                                   # one provider given on its own
+        self.requested_providers = tuple(normalize_provider_name(p[0] if isinstance(p, tuple) else p)
+                                         for p in providers)
+        if not self.requested_providers:
+            raise ModelLoadError('bad_provider', 'providers is empty; request at least CPUExecutionProvider')
+        user_opts = {normalize_provider_name(p[0]): dict(p[1]) for p in providers if isinstance(p, tuple)}
+
         model, model_bytes = self._read(self.path)
         try:
             self.metadata = ModelMetadata.from_model(model)
@@ -155,11 +164,6 @@ class OnnxModel:
         self._opsets = {o.domain or 'ai.onnx': int(o.version) for o in model.opset_import}
         del model
 
-        self.requested_providers = tuple(normalize_provider_name(p[0] if isinstance(p, tuple) else p)
-                                         for p in providers)
-        if not self.requested_providers:
-            raise ModelLoadError('bad_provider', 'providers is empty; request at least CPUExecutionProvider')
-        user_opts = {normalize_provider_name(p[0]): dict(p[1]) for p in providers if isinstance(p, tuple)}
         self._provider_opts = self._provider_options(trt_engine_cache_path, trt_fp16, trt_options, cuda_options,
                                                      user_opts)
         so = ort.SessionOptions()
