@@ -107,9 +107,9 @@ def main(argv=None):
     device = torch.device(args.device)
     print(f'# STRING position encodings: B={args.batch} H={args.heads} Dh={args.head_dim} dc={args.coord_dim} '
           f'device={device} threads={args.threads} repeats={args.repeats} (median, ms)')
-    print('# eager = PositionEncoding.forward (+ backward); compiled = apply_rope_mixed with the canonical [H,Dh/2,dc]\n'
-          '# frequencies on the folded basis (the exported op); x rope = ratio to rope in the same column and N;\n'
-          '# err = max|compiled - eager| in float32')
+    print('# eager = PositionEncoding.forward (+ backward); compiled = apply_rope_mixed with the canonical\n'
+          '# [H,Dh/2,dc] frequencies on the folded basis (the exported op);\n'
+          '# x rope = ratio to rope in the same column and N; err = max|compiled - eager| in float32')
     header = (f'{"variant":<11}{"N":>6}{"fwd ms":>11}{"fwd+bwd ms":>13}{"x rope":>10}'
               f'{"compiled ms":>13}{"x rope":>8}{"err":>10}')
     print(header)

@@ -49,7 +49,9 @@ def mixed_rope_freqs(head_dim: int, coord_dim: int, num_heads: int, base: float 
 
 
 def rope_generators(freqs: torch.Tensor) -> torch.Tensor:
-    """Block generators of paper 000 Thm 3.3: L[h, k] = Σ_u freqs[h, u, k] J_u; freqs [H, Dh/2, dc] -> [H, dc, Dh, Dh]."""
+    """Block generators of paper 000 Thm 3.3: L[h, k] = Σ_u freqs[h, u, k] J_u.
+
+    freqs [H, Dh/2, dc] -> [H, dc, Dh, Dh]."""
     j = rot_generator(2 * freqs.shape[1], dtype=freqs.dtype).to(freqs.device)  # [Dh/2, Dh, Dh]
     return torch.einsum('huk,uab->hkab', freqs, j)
 
