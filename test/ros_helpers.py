@@ -302,15 +302,18 @@ def peer_image_publisher(a) -> int:
             delay = target - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            stamp = node.get_clock().now().to_msg()
             img = Image(height=h, width=w, encoding='rgb8', is_bigendian=0, step=w * 3)
-            img.header.stamp, img.header.frame_id = stamp, f'frame-{i}'
             img.data = array.array('B', bytes([_frame_value(i)])) * (h * w * 3)
-            pubs['image'].publish(img)
+            img.header.frame_id = f'frame-{i}'
             if a.depth:
                 dep = Image(height=h, width=w, encoding='16UC1', is_bigendian=0, step=w * 2)
-                dep.header.stamp, dep.header.frame_id = stamp, f'frame-{i}'
                 dep.data = array.array('B', bytes([_frame_value(i), 0])) * (h * w)
+                dep.header.frame_id = f'frame-{i}'
+            # stamp right before publishing, so latency = publish + transport + delivery to the callback
+            img.header.stamp = node.get_clock().now().to_msg()
+            pubs['image'].publish(img)
+            if a.depth:
+                dep.header.stamp = img.header.stamp   # one capture time for the pair, as RGB-D drivers do
                 pubs['depth'].publish(dep)
             sent['frames'] += 1
         sent['publish_s'] = round(time.monotonic() - start, 3)
@@ -360,12 +363,20 @@ def peer_listener(a) -> int:
     if a.depth:
         node.create_subscription(Image, f'{a.prefix}/depth', on_image('depth'), _qos(a.qos, 5))
 
+    hashes = {}
+
+    def record_type_hash(topic):   # while the publisher is surely still there
+        infos = node.get_publishers_info_by_topic(f'{a.prefix}/{topic}')
+        hashes[topic] = sorted({str(i.topic_type_hash) for i in infos})
+
     def on_det(msg):
         got['detections'] = message_to_dict(msg)
+        record_type_hash('detections')
         done_at[0] = done_at[0] or time.monotonic()
 
     def on_info(msg):
         got['label_info'] = message_to_dict(msg)
+        record_type_hash('label_info')
 
     node.create_subscription(Detection3DArray, f'{a.prefix}/detections', on_det, _qos('latched', 1))
     node.create_subscription(LabelInfo, f'{a.prefix}/label_info', on_info, _qos('latched', 1))
@@ -379,6 +390,7 @@ def peer_listener(a) -> int:
                     time.monotonic() - done_at[0] > a.drain:
                 break
         out = {
+            'type_hashes': hashes,
             'frames': {k: {str(i): lat for i, lat in got[k].items()} for k in ('image', 'depth')},
             'bad_payload': got['bad_payload'], 'detections': got['detections'],
             'label_info': got['label_info'], 'timed_out': done_at[0] is None,
