@@ -75,7 +75,8 @@ def _candidates(t, R, ha, hb):
     hits_b = _edge_plane_hits(ca, hb)                                           # A's edges x B's planes (B frame)
     hits_a = _edge_plane_hits(cb_a, ha)                                         # B's edges x A's planes (A frame)
     X = np.concatenate([ca, cb, hits_b, hits_a @ RT + t[:, None]], axis=1)     # [P,160,3]
-    Y = np.concatenate([np.broadcast_to(CORNER_SIGNS * ha[:, None], ca.shape), cb_a, (hits_b - t[:, None]) @ R, hits_a], axis=1)
+    Y = np.concatenate([np.broadcast_to(CORNER_SIGNS * ha[:, None], ca.shape), cb_a, (hits_b - t[:, None]) @ R,
+                        hits_a], axis=1)                                        # same points, A frame
     keep = _inside(X, hb) & _inside(Y, ha)
     return X, Y, keep
 
