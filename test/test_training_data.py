@@ -132,3 +132,20 @@ def test_canonical_targets_describe_the_same_box_and_remove_the_ambiguity():
     for i in range(3):
         a, b = ds[i]['target'], raw[i]['target']
         assert torch.equal(a['labels'], b['labels']) and torch.equal(a['boxes'][:, :3], b['boxes'][:, :3])
+
+
+def test_disk_cache_round_trip_and_fingerprint(tmp_path):
+    path = tmp_path / 'frames.npz'
+    ds = SceneDataset('train', 3, SMALL, canonical_targets=True)
+    built = ds.build_cache(path=path)
+    assert path.exists()
+    again = SceneDataset('train', 3, SMALL, canonical_targets=True)
+    loaded = again.build_cache(path=path)
+    assert loaded is not built and len(loaded) == 3
+    for i in range(3):
+        a, b = ds[i], again[i]
+        assert torch.equal(a['image'], b['image']) and torch.equal(a['depth'], b['depth'])
+        assert torch.equal(a['target']['boxes'], b['target']['boxes'])
+    other = SceneDataset('train', 3, SceneConfig(height=64, width=64, max_objects=2))
+    assert FrameCache.load(path, 'something else') is None
+    assert other.build_cache(path=path) is not None and other[0]['target']['labels'].numel() <= 2   # rebuilt

@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import multiprocessing as mp
+import os
 import time
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -206,6 +209,41 @@ class FrameCache:
             bar.close()
         return cls(out)
 
+    def save(self, path: str | Path, fingerprint: str = '') -> None:
+        """Write the cache as one uncompressed ``.npz`` (stacked images, ragged boxes by offsets)."""
+        raws = [self.samples[s] for s in sorted(self.samples)]
+        counts = np.array([len(r.labels) for r in raws], np.int64)                  # [N]
+        arrays = {
+            'seeds': np.array([r.seed for r in raws], np.int64),                     # [N]
+            'rgb': np.stack([r.rgb for r in raws]),                                 # [N,H,W,3]
+            'depth_mm': np.stack([r.depth_mm for r in raws]),                       # [N,H,W]
+            'K': np.stack([r.K for r in raws]),                                     # [N,3,3]
+            'offsets': np.concatenate([[0], np.cumsum(counts)]),                    # [N+1]
+            'labels': np.concatenate([r.labels for r in raws]),                     # [T]
+            'boxes': np.concatenate([r.boxes for r in raws]).reshape(-1, 12),       # [T,12]
+            'boxes_canonical': np.concatenate([r.boxes_canonical for r in raws]).reshape(-1, 12),
+            'fingerprint': np.array(fingerprint),
+        }
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + '.tmp.npz')
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path, fingerprint: str = '') -> 'FrameCache | None':
+        """Read a cache written by :meth:`save`; ``None`` when it was made for another fingerprint."""
+        with np.load(path) as z:
+            if str(z['fingerprint']) != fingerprint:
+                return None
+            off = z['offsets']
+            rgb, depth, K, labels, boxes, canon = (z[k] for k in ('rgb', 'depth_mm', 'K', 'labels', 'boxes',
+                                                                  'boxes_canonical'))
+            samples = {int(seed): RawSample(rgb[i], depth[i], K[i], labels[off[i]:off[i + 1]],
+                                            boxes[off[i]:off[i + 1]], canon[off[i]:off[i + 1]], int(seed))
+                       for i, seed in enumerate(z['seeds'])}
+        return cls(samples)
+
     def __contains__(self, seed: int) -> bool:
         return seed in self.samples
 
@@ -220,6 +258,17 @@ class FrameCache:
 # ----------------------------------------------------------------------------------------------------------------
 # Dataset and sampler
 # ----------------------------------------------------------------------------------------------------------------
+
+def _scenes_source_hash() -> str:
+    """sha256 of the scene generator's source: a disk cache from another generator version is never reused."""
+    import hashlib
+
+    import string_perception.scenes as scenes
+    h = hashlib.sha256()
+    for f in sorted(Path(scenes.__file__).parent.glob('*.py')):
+        h.update(f.name.encode() + b'\0' + f.read_bytes())
+    return h.hexdigest()
+
 
 class SceneDataset(Dataset):
     """``num_frames`` generated frames of ``split``: item ``i`` is the frame of seed ``split base + offset + i``.
@@ -249,11 +298,23 @@ class SceneDataset(Dataset):
     def __getitem__(self, index: int) -> dict:
         return raw_to_sample(self.raw(index), self.canonical_targets)
 
-    def build_cache(self, indices: Sequence[int] | None = None, processes: int = 1, progress: bool = False):
-        """Generate and keep the frames at ``indices`` (default: all). Returns the cache."""
+    def build_cache(self, indices: Sequence[int] | None = None, processes: int = 1, progress: bool = False,
+                    path: str | Path | None = None):
+        """Generate and keep the frames at ``indices`` (default: all). With ``path``, reuse that file when it
+        holds exactly these frames of this scene config, else write it. Returns the cache."""
         indices = range(len(self)) if indices is None else indices
-        self.cache = FrameCache.build([self.seeds[i] for i in indices], self.scene_config, processes, progress,
-                                      desc=f'{self.split} frames')
+        seeds = [self.seeds[i] for i in indices]
+        fingerprint = json.dumps({'scene_config': dataclasses.asdict(self.scene_config), 'seeds': [
+            seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 1},
+            sort_keys=True, default=str)
+        if path is not None and Path(path).exists():
+            cache = FrameCache.load(path, fingerprint)
+            if cache is not None and all(s in cache for s in seeds):
+                self.cache = cache
+                return cache
+        self.cache = FrameCache.build(seeds, self.scene_config, processes, progress, desc=f'{self.split} frames')
+        if path is not None:
+            self.cache.save(path, fingerprint)
         return self.cache
 
 
@@ -323,6 +384,6 @@ def shard_indices(num_items: int, rank: int, world_size: int) -> range:
     return range(rank, num_items, world_size)
 
 
-__all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw', 'raw_to_sample',
-           'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
+__all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw',
+           'raw_to_sample', 'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
            'measure_generation', 'shard_indices']

@@ -63,6 +63,7 @@ class TrainConfig:
     # data
     num_train_frames: int = 10_000  # training seeds [0, num_train_frames)
     cache: bool = True              # generate this rank's frames once and keep them in memory
+    cache_file: str = ''            # also keep that cache on disk (.npz; per rank) and reuse it across runs
     num_workers: int = 1            # DataLoader workers (uncached frames are generated there)
     canonical_targets: bool = True  # train on canonical box rotations (data.canonical_box); val/test never
     # validation / logging / checkpoints
@@ -337,8 +338,14 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         train_set = SceneDataset('train', cfg.num_train_frames, scene_cfg, canonical_targets=cfg.canonical_targets)
         if cfg.cache:
             t0 = time.perf_counter()
+            cache_path = None
+            if cfg.cache_file:
+                cache_path = Path(cfg.cache_file)
+                if info.enabled:
+                    cache_path = cache_path.with_name(f'{cache_path.stem}.rank{info.rank}of{info.world_size}.npz')
             train_set.build_cache(shard_indices(len(train_set), info.rank, info.world_size),
-                                  processes=max(1, cfg.num_workers), progress=progress and info.is_main)
+                                  processes=max(1, cfg.num_workers), progress=progress and info.is_main,
+                                  path=cache_path)
             if info.is_main:
                 mb = train_set.cache.nbytes() / 2 ** 20
                 print(f'cached {len(train_set.cache)} frames/rank ({mb:.0f} MB) in {time.perf_counter() - t0:.1f} s',
@@ -495,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = p.add_argument_group('data')
     d.add_argument('--num-train-frames', type=int, default=S)
     d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
+    d.add_argument('--cache-file', default=S, help='keep the training-frame cache in this .npz and reuse it')
     d.add_argument('--num-workers', type=int, default=S)
     d.add_argument('--scene', type=_kv, action='append', default=S, metavar='KEY=VALUE',
                    help='SceneConfig field (JSON value)')
@@ -532,8 +540,8 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     for name in ('preset', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
-                 'seed', 'num_train_frames', 'num_workers', 'val_every', 'keep_every', 'val_frames', 'best_metric',
-                 'log_every', 'out', 'device', 'threads'):
+                 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every', 'val_frames',
+                 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]
     if given.get('no_cache'):
