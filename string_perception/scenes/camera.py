@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 from .config import SceneConfig
@@ -44,19 +46,22 @@ class Camera:
 def sample_intrinsics(rng: np.random.Generator, cfg: SceneConfig) -> np.ndarray:
     """K [3,3] with a random horizontal field of view, slight aspect and principal-point jitter."""
     w, h = cfg.width, cfg.height
-    hfov = np.deg2rad(rng.uniform(*cfg.hfov_deg_range))
-    fx = 0.5 * w / np.tan(0.5 * hfov)
-    fy = fx * rng.uniform(1.0 - cfg.aspect_jitter, 1.0 + cfg.aspect_jitter)
+    u = rng.random(4).tolist()
+    lo, hi = cfg.hfov_deg_range
+    fx = 0.5 * w / math.tan(0.5 * math.radians(lo + (hi - lo) * u[0]))
+    fy = fx * (1.0 + cfg.aspect_jitter * (2.0 * u[1] - 1.0))
     j = cfg.principal_point_jitter
-    cx = 0.5 * (w - 1) + rng.uniform(-j, j) * w
-    cy = 0.5 * (h - 1) + rng.uniform(-j, j) * h
+    cx = 0.5 * (w - 1) + j * (2.0 * u[2] - 1.0) * w
+    cy = 0.5 * (h - 1) + j * (2.0 * u[3] - 1.0) * h
     return np.array([[fx, 0.0, cx], [0.0, fy, cy], [0.0, 0.0, 1.0]])
 
 
 def sample_pose(rng: np.random.Generator, cfg: SceneConfig, target: np.ndarray, distance: float):
     """(R_wc, p_wc): camera at `distance` from `target`, random azimuth, pitched down, slight roll."""
-    az = rng.uniform(-np.pi, np.pi)
-    el = np.deg2rad(rng.uniform(*cfg.camera_elevation_deg_range))
-    eye = target + distance * np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
-    roll = np.deg2rad(rng.uniform(-cfg.camera_roll_deg, cfg.camera_roll_deg))
+    u = rng.random(3).tolist()
+    az = 2.0 * math.pi * u[0]
+    lo, hi = cfg.camera_elevation_deg_range
+    el = math.radians(lo + (hi - lo) * u[1])
+    eye = target + distance * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    roll = math.radians(cfg.camera_roll_deg * (2.0 * u[2] - 1.0))
     return look_at(eye, target, roll), eye

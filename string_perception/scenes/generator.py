@@ -5,11 +5,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..box_ops import CORNER_SIGNS
 from .config import SceneConfig
 from .frame import Frame
 from .layout import Layout, sample_layout
-from .render import Render, camera_pose, render_layout
+from .render import Render, render_layout
 from .sensor_model import sensor_depth
 from .shading import shade
 
@@ -28,21 +27,10 @@ class SceneTruth:
     label_index: np.ndarray     # int64 [O] its index in the frame's labels, -1 if left out
 
 
-def _in_front(layout: Layout, min_z: float) -> Layout:
-    """Drop objects whose box reaches closer than min_z to the camera plane (cannot be imaged or labelled)."""
-    keep = []
-    for obj in layout.objects:
-        R_c, t_c = camera_pose(layout.camera, obj)
-        if (t_c + (CORNER_SIGNS * (obj.size / 2.0)) @ R_c.T)[:, 2].min() >= min_z:  # [8,3] corners
-            keep.append(obj)
-    layout.objects = keep
-    return layout
-
-
 def render_scene(seed: int, config: SceneConfig = _DEFAULT) -> SceneTruth:
     cfg = config
     rng = np.random.default_rng(seed)
-    layout = _in_front(sample_layout(rng, cfg), cfg.min_range_m)
+    layout = sample_layout(rng, cfg)
     render = render_layout(layout)
     rgb = shade(render, layout, rng, cfg)
     z = render.depth                                                     # [H,W]
@@ -62,15 +50,14 @@ def render_scene(seed: int, config: SceneConfig = _DEFAULT) -> SceneTruth:
     instance_mask = lut[owner + 1]                                       # [H,W]
 
     kept = [o for o, k in zip(layout.objects, keep) if k]
-    poses = [camera_pose(layout.camera, o) for o in kept]
     m = len(kept)
     frame = Frame(
         rgb=rgb,
         depth_mm=depth_mm,
         K=layout.camera.K.copy(),
         labels=np.array([o.label for o in kept], dtype=np.int64),
-        translations=np.array([t for _, t in poses], dtype=np.float64).reshape(m, 3),
-        rotations=np.array([R for R, _ in poses], dtype=np.float64).reshape(m, 3, 3),
+        translations=np.array([o.t_c for o in kept], dtype=np.float64).reshape(m, 3),
+        rotations=np.array([o.R_c for o in kept], dtype=np.float64).reshape(m, 3, 3),
         sizes=np.array([o.size for o in kept], dtype=np.float64).reshape(m, 3),
         visibility=vis[keep].astype(np.float64),
         instance_mask=instance_mask,

@@ -1,36 +1,41 @@
-"""Small rotation / camera-pose helpers (numpy, float64)."""
+"""Small rotation / camera-pose helpers (numpy, float64; scalar maths in `math`, it is much cheaper)."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 
 def rot_x(a: float) -> np.ndarray:
-    c, s = np.cos(a), np.sin(a)
+    c, s = math.cos(a), math.sin(a)
     return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
 
 
 def rot_y(a: float) -> np.ndarray:
-    c, s = np.cos(a), np.sin(a)
+    c, s = math.cos(a), math.sin(a)
     return np.array([[c, 0.0, s], [0.0, 1.0, 0.0], [-s, 0.0, c]])
 
 
 def rot_z(a: float) -> np.ndarray:
-    c, s = np.cos(a), np.sin(a)
+    c, s = math.cos(a), math.sin(a)
     return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
 
 
-def axis_angle(axis: np.ndarray, angle: float) -> np.ndarray:
-    """Rodrigues: rotation by `angle` about unit `axis` [3]."""
-    x, y, z = axis / np.linalg.norm(axis)
-    k = np.array([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]])  # [3,3] cross-product matrix
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+def horizontal_tilt(azimuth: float, angle: float) -> np.ndarray:
+    """Rotation by `angle` about the horizontal axis (cos azimuth, sin azimuth, 0) (Rodrigues)."""
+    x, y = math.cos(azimuth), math.sin(azimuth)
+    c, s = math.cos(angle), math.sin(angle)
+    C = 1.0 - c
+    return np.array([[c + x * x * C, x * y * C, y * s],
+                     [x * y * C, c + y * y * C, -x * s],
+                     [-y * s, x * s, c]])
 
 
-def random_rotation(rng: np.random.Generator) -> np.ndarray:
-    """Uniform on SO(3) (normalised Gaussian quaternion)."""
-    x, y, z, w = rng.standard_normal(4)
-    n = np.sqrt(x * x + y * y + z * z + w * w)
-    x, y, z, w = x / n, y / n, z / n, w / n
+def uniform_rotation(u1: float, u2: float, u3: float) -> np.ndarray:
+    """Uniform on SO(3) from three uniforms in [0, 1) (Shoemake's quaternion)."""
+    a, b = math.sqrt(1.0 - u1), math.sqrt(u1)
+    x, y = a * math.sin(2 * math.pi * u2), a * math.cos(2 * math.pi * u2)
+    z, w = b * math.sin(2 * math.pi * u3), b * math.cos(2 * math.pi * u3)
     return np.array([
         [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],

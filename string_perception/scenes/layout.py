@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 from .camera import Camera, sample_intrinsics, sample_pose
 from .config import SceneConfig
-from .geometry import axis_angle, rot_z
-from .primitives import BOX, CLASS_NAMES, resting_rotation, sample_size, support_distance
+from .geometry import horizontal_tilt, rot_z
+from .primitives import BOX, CLASS_NAMES, rest_extent, resting_rotation, sample_size
 from .texture import Texture, random_texture
 
 _UP = np.array([0.0, 0.0, 1.0])
-_ANG = np.linspace(0.0, 2.0 * np.pi, 16, endpoint=False)
-_HORIZONTAL = np.stack([np.cos(_ANG), np.sin(_ANG), np.zeros(16)], axis=1)  # [16,3] footprint directions
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Solid:
     p_w: np.ndarray         # [3] box centre in the world frame
     texture: Texture
     is_object: bool         # False for supports (table parts)
+    R_c: np.ndarray | None = None   # [3,3] object axes in the camera optical frame (set with the camera)
+    t_c: np.ndarray | None = None   # [3] box centre in the camera optical frame
 
 
 @dataclass
@@ -68,17 +70,15 @@ def _table(rng, cfg, height):
     return [top] + legs, ext / 2
 
 
-def _pose_object(rng, cfg, label):
-    """(size[3], R_w[3,3], lift, footprint radius): resting pose with yaw (and maybe tilt); the centre sits
-    `lift` above the support surface."""
-    size = sample_size(label, rng)
-    R = resting_rotation(label, size, rng)
-    if rng.random() < cfg.tilt_probability:
-        a = rng.uniform(0.0, 2.0 * np.pi)
-        R = axis_angle(np.array([np.cos(a), np.sin(a), 0.0]), np.deg2rad(rng.uniform(5.0, cfg.max_tilt_deg))) @ R
-    R = rot_z(rng.uniform(-np.pi, np.pi)) @ R
-    lift = float(support_distance(label, size, -R[2]))                   # lowest point touches the surface
-    radius = float(support_distance(label, size, _HORIZONTAL @ R).max())  # [16] -> max
+def _pose_object(cfg, label, u):
+    """(size[3], R_w[3,3], lift, footprint radius) from 11 uniforms u: a resting pose with yaw (and maybe a tilt);
+    the centre sits `lift` above the support surface."""
+    size = sample_size(label, u[0:3])
+    R = resting_rotation(label, size, u[3:7])
+    if u[7] < cfg.tilt_probability:
+        R = horizontal_tilt(2.0 * math.pi * u[8], math.radians(5.0 + (cfg.max_tilt_deg - 5.0) * u[9])) @ R
+    R = rot_z(2.0 * math.pi * u[10]) @ R
+    lift, radius = rest_extent(label, size, R)                           # lowest point touches the surface
     return size, R, lift, radius
 
 
@@ -88,22 +88,23 @@ def _place_objects(rng, cfg, lo, hi, surface_z, inside):
     centres = np.zeros((0, 2))                                          # [P,2] placed footprints
     radii = np.zeros(0)                                                 # [P]
     objects = []
+    n_cls = len(CLASS_NAMES)
     for _ in range(n):
-        label = int(rng.integers(len(CLASS_NAMES)))
-        size, R, lift, radius = _pose_object(rng, cfg, label)
+        u = rng.random(12).tolist()
+        label = min(int(u[0] * n_cls), n_cls - 1)
+        size, R, lift, radius = _pose_object(cfg, label, u[1:])
+        cand = rng.random((cfg.placement_attempts, 2))                  # [A,2] uniforms
+        texture = random_texture(rng, saturated=True)
         margin = radius if inside else 0.0
         a, b = lo + margin, hi - margin
-        cand = rng.uniform(0.0, 1.0, size=(cfg.placement_attempts, 2))   # [A,2]
-        texture = random_texture(rng, saturated=True)
-        if (a > b).any():
+        if a[0] > b[0] or a[1] > b[1]:
             continue
         cand = a + cand * (b - a)
         diff = cand[:, None, :] - centres[None]                         # [A,P,2]
-        reach = (radii + radius) ** 2                                   # [P]
-        ok = ((diff * diff).sum(axis=2) >= reach).all(axis=1)           # [A] clear of every footprint
+        ok = ((diff * diff).sum(axis=2) >= (radii + radius) ** 2).all(axis=1)  # [A] clear of every footprint
         if not ok.any():
             continue
-        xy = cand[int(np.argmax(ok))]
+        xy = cand[int(ok.argmax())]
         centres = np.vstack([centres, xy[None]])
         radii = np.append(radii, radius)
         objects.append(Solid(label, size, R, np.array([xy[0], xy[1], surface_z + lift]), texture, True))
@@ -136,4 +137,9 @@ def sample_layout(rng: np.random.Generator, cfg: SceneConfig) -> Layout:
         n /= np.linalg.norm(n)
         planes.append(Plane(n, float(n @ target) - extent - rng.uniform(0.1, 1.0),
                             _support_texture(rng, (0.1, 0.6))))
+    for s in supports + objects:  # camera-frame poses
+        s.R_c = R_wc.T @ s.R_w
+        s.t_c = (s.p_w - p_wc) @ R_wc
+    # an object must lie wholly beyond min_range (nearest box corner: t_z - sum_i |R_c[2,i]| size_i / 2)
+    objects = [o for o in objects if o.t_c[2] - np.abs(o.R_c[2]) @ o.size * 0.5 >= cfg.min_range_m]
     return Layout(objects, supports, planes, Camera(K, R_wc, p_wc, cfg.height, cfg.width))

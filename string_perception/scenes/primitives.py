@@ -13,9 +13,11 @@ Sizes are drawn uniformly from :data:`SIZE_RANGES` (low, high per box axis, metr
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .geometry import random_rotation, rot_x, rot_y
+from .geometry import rot_x, rot_y, uniform_rotation
 
 CLASS_NAMES: tuple[str, ...] = ('box', 'cylinder', 'sphere', 'cone', 'capsule')
 BOX, CYLINDER, SPHERE, CONE, CAPSULE = range(len(CLASS_NAMES))
@@ -35,17 +37,16 @@ _LO = np.array([SIZE_RANGES[n][0] for n in CLASS_NAMES])  # [C,3]
 _HI = np.array([SIZE_RANGES[n][1] for n in CLASS_NAMES])  # [C,3]
 
 
-def sample_size(label: int, rng: np.random.Generator) -> np.ndarray:
-    """size [3] (full extents) of a new object of class `label`."""
+def sample_size(label: int, u) -> np.ndarray:
+    """size [3] (full extents) of a new object of class `label` from 3 uniforms u in [0, 1)."""
     lo, hi = _LO[label], _HI[label]
     if label == BOX:
-        return rng.uniform(lo, hi)
-    d = rng.uniform(lo[0], hi[0])
+        return lo + (hi - lo) * np.asarray(u[:3])
+    d = lo[0] + (hi[0] - lo[0]) * u[0]
     if label == SPHERE:
         return np.array([d, d, d])
-    if label == CAPSULE:  # keep a visible cylindrical part: length >= 1.5 diameters
-        return np.array([d, d, rng.uniform(max(lo[2], 1.5 * d), hi[2])])
-    return np.array([d, d, rng.uniform(lo[2], hi[2])])
+    z_lo = max(lo[2], 1.5 * d) if label == CAPSULE else lo[2]  # capsule: keep a visible cylindrical part
+    return np.array([d, d, z_lo + (hi[2] - z_lo) * u[1]])
 
 
 def support_distance(label: int, size: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -66,19 +67,57 @@ def support_distance(label: int, size: np.ndarray, u: np.ndarray) -> np.ndarray:
     raise ValueError(f'unknown class {label}')
 
 
-def resting_rotation(label: int, size: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """R [3,3] object -> world (before yaw and tilt) of a stable resting pose on a horizontal surface (z up)."""
-    if label == BOX:  # any face down
-        return (np.eye(3), rot_x(np.pi / 2), rot_y(np.pi / 2), rot_x(np.pi))[rng.integers(4)]
+def rest_extent(label: int, size: np.ndarray, R: np.ndarray) -> tuple[float, float]:
+    """(lift, radius) of an object with axes R [3,3] (world, z up): `lift` = height of its centre above a
+    horizontal surface it rests on (exact, = support_distance(-z)); `radius` = a disc around the centre holding its
+    footprint (exact: the largest horizontal distance of a point of the shape from its centre)."""
+    hx, hy, hz = (0.5 * size).tolist()
+    (r00, r01, r02), (r10, r11, r12), (r20, r21, r22) = R.tolist()
+    if label == BOX:
+        lift = hx * abs(r20) + hy * abs(r21) + hz * abs(r22)
+        radius = max(math.hypot(hx * r00 + sy * hy * r01 + sz * hz * r02, hx * r10 + sy * hy * r11 + sz * hz * r12)
+                     for sy in (-1.0, 1.0) for sz in (-1.0, 1.0))               # 4 corner pairs
+        return lift, radius
     if label == SPHERE:
-        return random_rotation(rng)
-    if label == CYLINDER:  # upright or lying on its side
-        return np.eye(3) if rng.random() < 0.6 else rot_x(np.pi / 2)
+        return hx, hx
+    axy = math.sqrt(max(1.0 - r22 * r22, 0.0))                                   # |horizontal part of axis z|
+    if label == CYLINDER:
+        return hz * abs(r22) + hx * axy, _rim_reach(hz * axy, hx, r22)
     if label == CAPSULE:
-        return np.eye(3) if rng.random() < 0.3 else rot_x(np.pi / 2)
-    if label == CONE:  # upright, or on its side with a generator line on the surface (apex end lower)
-        if rng.random() < 0.7:
-            return np.eye(3)
-        half_angle = np.arctan2(size[0] / 2.0, size[2])
-        return rot_y(np.pi / 2 + half_angle)
+        return (hz - hx) * abs(r22) + hx, (hz - hx) * axy + hx
+    if label == CONE:  # the apex (hz * axy away) never reaches farther than the base rim
+        return max(-hz * r22, hz * r22 + hx * axy), _rim_reach(hz * axy, hx, r22)
     raise ValueError(f'unknown class {label}')
+
+
+def _rim_reach(a: float, r: float, az: float) -> float:
+    """Largest horizontal distance from the object centre of a circle of radius r centred a horizontal distance
+    `a` away, in the plane normal to the symmetry axis whose vertical component is az. With s = sin(angle on the
+    circle): d^2 = a^2 + r^2 + 2 a b s - (r^2 - b^2) s^2, b = r |az|; maximised over s in [-1, 1]."""
+    b = r * abs(az)
+    k = r * r - b * b
+    s = 1.0 if k <= a * b else a * b / k
+    return math.sqrt(max(a * a + r * r + 2.0 * a * b * s - k * s * s, 0.0))
+
+
+def resting_rotation(label: int, size: np.ndarray, u) -> np.ndarray:
+    """R [3,3] object -> world (before yaw and tilt) of a stable resting pose on a horizontal surface (z up),
+    from 4 uniforms u in [0, 1)."""
+    if label == BOX:  # any face down
+        return _BOX_FACES[int(u[0] * 4)]
+    if label == SPHERE:
+        return uniform_rotation(u[1], u[2], u[3])
+    if label == CYLINDER:  # upright or lying on its side
+        return _EYE if u[0] < 0.6 else _ON_SIDE
+    if label == CAPSULE:
+        return _EYE if u[0] < 0.3 else _ON_SIDE
+    if label == CONE:  # upright, or on its side with a generator line on the surface (apex end lower)
+        if u[0] < 0.7:
+            return _EYE
+        return rot_y(math.pi / 2 + math.atan2(size[0] / 2.0, size[2]))
+    raise ValueError(f'unknown class {label}')
+
+
+_EYE = np.eye(3)
+_ON_SIDE = rot_x(math.pi / 2)
+_BOX_FACES = (_EYE, _ON_SIDE, rot_y(math.pi / 2), rot_x(math.pi))

@@ -16,8 +16,11 @@ _INF = np.inf
 
 
 def _nearest_root(a, b, c):
-    """Smaller root of a t^2 + 2 b t + c = 0 (elementwise); NaN where there is none."""
-    return (-b - np.sqrt(b * b - a * c)) / a
+    """Smaller root of a t^2 + 2 b t + c = 0 (elementwise); -1 (a miss: t <= 0) where there is none.
+    (numpy is several times slower on NaN results, so negative discriminants are clamped, not square-rooted.)"""
+    disc = b * b - a * c
+    t = (-b - np.sqrt(np.maximum(disc, 0.0))) / a
+    return np.where(disc >= 0.0, t, -1.0)
 
 
 def intersect_box(half: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
@@ -37,9 +40,14 @@ def _norm2(d):
     return d[0] * d[0] + d[1] * d[1] + d[2] * d[2]
 
 
+def _dot(v, d):
+    """v[3] . d[3,*S] -> [*S] written out: a BLAS matmul may spin up threads that fight the other workers."""
+    return v[0] * d[0] + v[1] * d[1] + v[2] * d[2]
+
+
 def intersect_sphere(r: float, o: np.ndarray, d: np.ndarray) -> np.ndarray:
     """|o + t d| = r."""
-    t = _nearest_root(_norm2(d), np.tensordot(o, d, 1), o @ o - r * r)
+    t = _nearest_root(_norm2(d), _dot(o, d), o @ o - r * r)
     return np.where(t > 0.0, t, _INF)
 
 
@@ -72,11 +80,14 @@ def intersect_cone(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.ndar
     qa = a - k2 * d[2] * d[2]                                                    # [*S]
     qb = b + k2 * w0 * d[2]
     qc = c - k2 * w0 * w0
-    sq = np.sqrt(qb * qb - qa * qc)
+    disc = qb * qb - qa * qc
+    sq = np.sqrt(np.maximum(disc, 0.0))
+    inv = 1.0 / qa
+    real = disc >= 0.0
     t = np.full(d.shape[1:], _INF)
-    for root in ((-qb - sq) / qa, (-qb + sq) / qa):  # which root is the entry depends on the nappe
+    for root in ((-qb - sq) * inv, (-qb + sq) * inv):  # which root is the entry depends on the nappe
         z = o[2] + root * d[2]
-        t = np.where((root > 0.0) & (z >= -hz) & (z <= hz), np.minimum(t, root), t)
+        t = np.where(real & (root > 0.0) & (np.abs(z) <= hz), np.minimum(t, root), t)
     if o[2] < -hz:
         t = np.minimum(t, _cap(-hz, r * r, o, d, a, b, c))
     return t
@@ -91,7 +102,7 @@ def intersect_capsule(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.n
     t = np.where((t > 0.0) & (np.abs(o[2] + t * d[2]) <= h), t, _INF)
     for sign in (1.0, -1.0):
         oc = o - np.array([0.0, 0.0, sign * h])                                  # [3] origin rel. to the end
-        ts = _nearest_root(dd, np.tensordot(oc, d, 1), oc @ oc - r * r)
+        ts = _nearest_root(dd, _dot(oc, d), oc @ oc - r * r)
         t = np.where((ts > 0.0) & (sign * (o[2] + ts * d[2]) >= h), np.minimum(t, ts), t)
     return t
 
@@ -137,4 +148,29 @@ def surface_normal(label: int, size: np.ndarray, p: np.ndarray) -> np.ndarray:
         s = 1.0 / np.sqrt(1.0 + k * k)
         side = np.abs(rho - k * (hz - z)) * s <= np.abs(z + hz)
         return np.where(side, np.stack([x / rho * s, y / rho * s, zero + k * s]), np.stack([zero, zero, zero - 1.0]))
+    raise ValueError(f'unknown class {label}')
+
+
+def lambert(label: int, size: np.ndarray, p: np.ndarray, light: np.ndarray) -> np.ndarray:
+    """n . light [N] (unclipped) at surface points p[3,N] for a unit light direction [3], all in the object
+    frame; equals ``light @ surface_normal(...)`` with fewer array passes (the shading hot path)."""
+    hx, hy, hz = size / 2.0
+    x, y, z = p
+    l0, l1, l2 = light
+    if label == SPHERE:
+        return _dot(light, p) * (1.0 / hx)
+    if label == CAPSULE:
+        return (l0 * x + l1 * y + l2 * (z - np.clip(z, hx - hz, hz - hx))) * (1.0 / hx)
+    if label == BOX:
+        g0, g1, g2 = hx - np.abs(x), hy - np.abs(y), hz - np.abs(z)
+        return np.where((g0 <= g1) & (g0 <= g2), np.copysign(l0, x),
+                        np.where(g1 <= g2, np.copysign(l1, y), np.copysign(l2, z)))
+    rho = np.maximum(np.sqrt(x * x + y * y), 1e-12)
+    radial = (l0 * x + l1 * y) / rho                                             # [N] light . radial unit
+    if label == CYLINDER:
+        return np.where(np.abs(rho - hx) <= np.abs(np.abs(z) - hz), radial, np.copysign(l2, z))
+    if label == CONE:
+        k = hx / (2.0 * hz)
+        s = 1.0 / np.sqrt(1.0 + k * k)
+        return np.where(np.abs(rho - k * (hz - z)) * s <= np.abs(z + hz), (radial + l2 * k) * s, -l2)
     raise ValueError(f'unknown class {label}')

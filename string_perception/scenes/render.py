@@ -26,11 +26,6 @@ class Render:
     total: np.ndarray       # [S] int64 pixels each surface covers alone (solids: off-image ones included)
 
 
-def camera_pose(cam: Camera, solid: Solid):
-    """(R_c [3,3], t_c [3]) of a solid in the camera optical frame."""
-    return cam.R_wc.T @ solid.R_w, cam.to_camera(solid.p_w)
-
-
 def pixel_grid(cam: Camera, u0: int, u1: int, v0: int, v1: int):
     """Normalised image coordinates x [nu], y [nv] of the pixel centres of the rectangle [u0,u1) x [v0,v1)."""
     K = cam.K
@@ -55,16 +50,21 @@ def _rect(cam: Camera, corners: np.ndarray, margin: int):
             int(max(lo[1], -margin)), int(min(hi[1], h + margin)))
 
 
-def cast_solid(cam: Camera, solid: Solid):
-    """(t [nv,nu], rect (u0,u1,v0,v1)) over the (possibly off-image) rectangle the solid can cover."""
-    R_c, t_c = camera_pose(cam, solid)
+def cast_solid(cam: Camera, solid: Solid, depth: np.ndarray | None = None):
+    """(t [nv,nu], rect (u0,u1,v0,v1)) over the (possibly off-image) rectangle the solid can cover; (None, rect)
+    when that is empty or when `depth` [H,W] (the z-buffer so far) already hides all of it."""
+    R_c, t_c = solid.R_c, solid.t_c
     corners = t_c + (CORNER_SIGNS * (solid.size / 2.0)) @ R_c.T  # [8,3]
-    if corners[:, 2].min() > 1e-3:
+    z_near = corners[:, 2].min()
+    if z_near > 1e-3:
         rect = _rect(cam, corners, max(cam.width, cam.height) if solid.is_object else 0)
     else:  # a support reaching behind the camera: cast every pixel
         rect = (0, cam.width, 0, cam.height)
     u0, u1, v0, v1 = rect
     if u1 <= u0 or v1 <= v0:
+        return None, rect
+    if depth is not None and 0 <= u0 and u1 <= cam.width and 0 <= v0 and v1 <= cam.height \
+            and depth[v0:v1, u0:u1].max() < z_near:
         return None, rect
     x, y = pixel_grid(cam, u0, u1, v0, v1)
     t = intersect(solid.label, solid.size, -(t_c @ R_c), rays_in(R_c, x, y))  # origin [3] in the object frame
@@ -89,7 +89,12 @@ def render_layout(layout: Layout) -> Render:
     owner = np.full((h, w), -1, dtype=np.int16)                  # [H,W]
     rects, total = [], np.zeros(len(surfaces), dtype=np.int64)
     for i, s in enumerate(surfaces):
-        t, (u0, u1, v0, v1) = cast_plane(cam, s) if isinstance(s, Plane) else cast_solid(cam, s)
+        if isinstance(s, Plane):
+            t, (u0, u1, v0, v1) = cast_plane(cam, s)
+        else:
+            # supports (table legs) hidden behind what is already drawn are culled; objects never are, so
+            # that the pixels they would cover alone are always counted
+            t, (u0, u1, v0, v1) = cast_solid(cam, s, depth=None if s.is_object else depth)
         if t is None:
             rects.append((0, 0, 0, 0))
             continue
@@ -100,7 +105,7 @@ def render_layout(layout: Layout) -> Render:
             continue
         t_in = t[c - v0:d - v0, a - u0:b - u0]                    # [nv',nu'] view
         z = depth[c:d, a:b]                                      # [nv',nu'] view
-        win = t_in < z
-        np.copyto(z, t_in, where=win)
-        np.copyto(owner[c:d, a:b], i, where=win)
+        o = owner[c:d, a:b]                                      # [nv',nu'] view
+        o[...] = np.where(t_in < z, np.int16(i), o)             # (np.copyto with where= is slower)
+        np.minimum(z, t_in, out=z)
     return Render(depth, owner, surfaces, rects, total)

@@ -6,37 +6,48 @@ scatter per channel puts the colours back; cv2.merge interleaves the final uint8
 """
 from __future__ import annotations
 
+import colorsys
+import math
+
 import cv2
 import numpy as np
 
 from .config import SceneConfig
 from .layout import Layout, Plane
 from .noise_bank import gaussian
-from .raycast import surface_normal
-from .render import Render, camera_pose
-from .texture import hsv_to_rgb
+from .raycast import lambert
+from .render import Render
+from .texture import PLAIN
+
+
+def _lerp(lo_hi, u):
+    return lo_hi[0] + (lo_hi[1] - lo_hi[0]) * u
 
 
 def shade(render: Render, layout: Layout, rng: np.random.Generator, cfg: SceneConfig) -> np.ndarray:
     """uint8 [H,W,3] RGB image of the rendered layout."""
     cam = layout.camera
     h, w = cam.height, cam.width
-    az = rng.uniform(-np.pi, np.pi)
-    el = np.deg2rad(rng.uniform(*cfg.light_elevation_deg_range))
-    l_c = cam.R_wc.T @ np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])  # [3] to light
-    ambient = rng.uniform(*cfg.ambient_range)
-    diffuse = rng.uniform(*cfg.diffuse_range)
-    tint = (255.0 * (1.0 + rng.uniform(-0.08, 0.08, 3))).astype(np.float32)[:, None]  # [3,1] light colour
-    background = (hsv_to_rgb(rng.random(), rng.uniform(0, 0.3), rng.uniform(0.1, 0.6)) * 255.0).astype(np.float32)
+    u = rng.random(10).tolist()
+    az = 2.0 * math.pi * u[0]
+    el = math.radians(_lerp(cfg.light_elevation_deg_range, u[1]))
+    l_c = cam.R_wc.T @ np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])  # [3]
+    ambient = _lerp(cfg.ambient_range, u[2])
+    diffuse = _lerp(cfg.diffuse_range, u[3])
+    tint = np.array([[255.0 * (1.0 + 0.16 * (v - 0.5))] for v in u[4:7]], np.float32)  # [3,1] light colour
+    background = np.array(colorsys.hsv_to_rgb(u[7], 0.3 * u[8], 0.1 + 0.5 * u[9]), np.float32) * 255.0  # [3]
 
     owner = render.owner.ravel()                                                    # [H*W]
     order = np.argsort(owner, kind='stable')                                        # [H*W] grouped by owner
     bounds = np.concatenate([[0], np.cumsum(np.bincount(owner + 1, minlength=len(render.surfaces) + 1))])
     K = cam.K
-    row = order // w                                                                # [H*W]
-    x = ((order - row * w) - K[0, 2]) / K[0, 0]                                     # [H*W] normalised coords
-    y = (row - K[1, 2]) / K[1, 1]
-    t = render.depth.ravel()[order]                                                 # [H*W] z-depth
+    f32 = np.float32
+    xg = ((np.arange(w) - K[0, 2]) / K[0, 0]).astype(f32)                           # [W] normalised coords
+    yg = ((np.arange(h) - K[1, 2]) / K[1, 1]).astype(f32)                           # [H]
+    x = np.tile(xg, h)[order]                                                       # [H*W] in `order`
+    y = np.repeat(yg, w)[order]
+    t = render.depth.ravel()[order].astype(f32)                                     # [H*W] z-depth
+    R_wc = cam.R_wc.astype(f32)
     col = np.empty((3, h * w), dtype=np.float32)                                    # [3,H*W] in `order`
     col[:, :bounds[1]] = background[:, None]
     for i, surf in enumerate(render.surfaces):
@@ -44,16 +55,20 @@ def shade(render: Render, layout: Layout, rng: np.random.Generator, cfg: SceneCo
         if a == b:
             continue
         xs, ys, ts = x[a:b], y[a:b], t[a:b]
-        if isinstance(surf, Plane):  # texture in world coordinates
-            R = cam.R_wc
-            p = cam.p_wc[:, None] + ts * (R[:, :1] * xs + R[:, 1:2] * ys + R[:, 2:3])  # [3,n]
-            light = np.float32(ambient + diffuse * max(float(surf.n_w @ R @ l_c), 0.0))
+        # hit points in float32 (texture and normals need far less than float64's precision)
+        if isinstance(surf, Plane):  # texture in world coordinates; constant normal
+            light = f32(ambient + diffuse * max(float(surf.n_w @ cam.R_wc @ l_c), 0.0))
+            if surf.texture.kind == PLAIN:
+                col[:, a:b] = surf.texture.c1 * light
+                continue
+            R, o = R_wc, cam.p_wc.astype(f32)
         else:  # texture and normal in the object frame
-            R_c, t_c = camera_pose(cam, surf)
-            R = R_c.T
-            p = -(t_c @ R_c)[:, None] + ts * (R[:, :1] * xs + R[:, 1:2] * ys + R[:, 2:3])  # [3,n]
-            lam = (R @ l_c) @ surface_normal(surf.label, surf.size, p)                  # [n]
-            light = (ambient + diffuse * np.maximum(lam, 0.0)).astype(np.float32)      # [n]
+            R_c, t_c = surf.R_c, surf.t_c
+            R, o = R_c.T.astype(f32), (-(t_c @ R_c)).astype(f32)
+        p = o[:, None] + ts * (R[:, :1] * xs + R[:, 1:2] * ys + R[:, 2:3])             # [3,n]
+        if not isinstance(surf, Plane):
+            lam = lambert(surf.label, surf.size, p, R @ l_c.astype(f32))                 # [n]
+            light = f32(ambient) + f32(diffuse) * np.maximum(lam, f32(0.0))              # [n]
         col[:, a:b] = surf.texture.albedo(p) * light
     col *= tint
     img = np.empty((3, h * w), dtype=np.float32)                                    # [3,H*W] planar

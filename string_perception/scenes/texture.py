@@ -16,22 +16,27 @@ class Texture:
     c2: np.ndarray      # [3,1] float32
     scale: float        # cell / stripe period, metres
     axis: np.ndarray    # [3] stripe direction (unit)
-    freqs: np.ndarray   # [3,3] noise: rows = spatial frequency vectors (rad/m) of 3 sinusoids
-    phase: np.ndarray   # [3,1]
+    freqs: np.ndarray   # [3,3] float32 noise: rows = spatial frequencies (rad/m) of 3 summed sinusoids
+    phase: np.ndarray   # [3] float32
 
     def albedo(self, p: np.ndarray) -> np.ndarray:
         """Albedo [3,N] (float32) at points p[3,N] in the texture's frame."""
         if self.kind == PLAIN:
             return np.broadcast_to(self.c1, (3, p.shape[1]))
+        # float modulo and float64 sin are slow in numpy: parity through int32, sinusoids in float32
         if self.kind == CHECKER:
-            q = np.floor(p * (1.0 / self.scale))                                # [3,N] cell indices
-            m = (q[0] + q[1] + q[2]) % 2.0                                      # [N] 0/1
+            q = np.floor(p * (1.0 / self.scale)).astype(np.int32)               # [3,N] cell indices
+            m = ((q[0] + q[1] + q[2]) & 1).astype(np.float32)                   # [N] 0/1
         elif self.kind == STRIPES:
-            m = np.floor(self.axis @ p * (1.0 / self.scale)) % 2.0               # [N]
+            a = self.axis * (1.0 / self.scale)
+            m = (np.floor(a[0] * p[0] + a[1] * p[1] + a[2] * p[2]).astype(np.int32) & 1).astype(np.float32)  # [N]
         else:
-            s = np.sin(self.freqs @ p + self.phase)                             # [3,N]
-            m = 0.5 + (s[0] + s[1] + s[2]) * (1.0 / 6.0)                        # [N] in [0,1]
-        return self.c1 + (self.c2 - self.c1) * m.astype(np.float32)            # [3,N]
+            q = p.astype(np.float32)                                            # [3,N]
+            f, ph = self.freqs, self.phase
+            m = np.float32(0.5)
+            for k in range(3):
+                m = m + np.sin(f[k, 0] * q[0] + f[k, 1] * q[1] + f[k, 2] * q[2] + ph[k]) * np.float32(1.0 / 6.0)
+        return self.c1 + (self.c2 - self.c1) * m                               # [3,N]
 
 
 def hsv_to_rgb(h: float, s: float, v: float) -> np.ndarray:
@@ -43,9 +48,9 @@ def random_texture(rng: np.random.Generator, *, saturated: bool, scale_range=(0.
                    cum_p=(0.4, 0.6, 0.8)) -> Texture:
     """Objects: saturated colours, small patterns; supports: muted colours, larger patterns.
     cum_p: cumulative probabilities of PLAIN, CHECKER, STRIPES (NOISE takes the rest)."""
-    u = rng.random(8)                                                           # [8] uniforms
+    u = rng.random(8).tolist()                                                  # [8] uniforms
     g = rng.standard_normal(15)                                                 # [15] normals
-    kind = int(np.searchsorted(cum_p, u[0], side='right'))
+    kind = sum(u[0] >= c for c in cum_p)
     if saturated:
         c1 = colorsys.hsv_to_rgb(u[1], 0.4 + 0.6 * u[2], 0.35 + 0.65 * u[3])
     else:
@@ -54,4 +59,5 @@ def random_texture(rng: np.random.Generator, *, saturated: bool, scale_range=(0.
     scale = scale_range[0] + (scale_range[1] - scale_range[0]) * u[7]
     axis = g[:3] / np.sqrt(g[:3] @ g[:3])
     return Texture(kind, np.array(c1, np.float32)[:, None], np.array(c2, np.float32)[:, None], scale, axis,
-                   g[3:12].reshape(3, 3) * (2.0 * np.pi / scale), (g[12:15] * np.pi)[:, None])
+                   (g[3:12].reshape(3, 3) * (2.0 * np.pi / scale)).astype(np.float32),
+                   (g[12:15] * np.pi).astype(np.float32))
