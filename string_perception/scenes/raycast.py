@@ -163,12 +163,11 @@ def lambert(label: int, size: np.ndarray, p: np.ndarray, light: np.ndarray) -> n
         return (l0 * x + l1 * y + l2 * (z - np.clip(z, hx - hz, hz - hx))) * (1.0 / hx)
     if label == BOX:
         g0, g1, g2 = hx - np.abs(x), hy - np.abs(y), hz - np.abs(z)
-        return np.where((g0 <= g1) & (g0 <= g2), np.copysign(l0, x),
-                        np.where(g1 <= g2, np.copysign(l1, y), np.copysign(l2, z)))
+        return np.where((g0 <= g1) & (g0 <= g2), l0 * np.sign(x), np.where(g1 <= g2, l1 * np.sign(y), l2 * np.sign(z)))
     rho = np.maximum(np.sqrt(x * x + y * y), 1e-12)
     radial = (l0 * x + l1 * y) / rho                                             # [N] light . radial unit
     if label == CYLINDER:
-        return np.where(np.abs(rho - hx) <= np.abs(np.abs(z) - hz), radial, np.copysign(l2, z))
+        return np.where(np.abs(rho - hx) <= np.abs(np.abs(z) - hz), radial, l2 * np.sign(z))
     if label == CONE:
         k = hx / (2.0 * hz)
         s = 1.0 / np.sqrt(1.0 + k * k)
