@@ -23,7 +23,7 @@ class Render:
     owner: np.ndarray       # [H,W] int16 index into `surfaces`, -1 = nothing
     surfaces: list          # planes, then supports, then objects
     rects: list             # per surface: (u0, u1, v0, v1) in-image pixel rectangle holding all its pixels
-    total: np.ndarray       # [S] int64 pixels each surface covers alone (solids: off-image ones included)
+    total: np.ndarray       # [S] int64 pixels each object covers alone, off-image ones included (0: not object)
 
 
 def pixel_grid(cam: Camera, u0: int, u1: int, v0: int, v1: int):
@@ -98,7 +98,13 @@ def render_layout(layout: Layout) -> Render:
         if t is None:
             rects.append((0, 0, 0, 0))
             continue
-        total[i] = np.count_nonzero(t < np.inf)
+        if isinstance(s, Solid) and s.is_object:
+            total[i] = np.count_nonzero(t < np.inf)
+        if i == 0 and isinstance(s, Plane):  # the first plane fills an empty z-buffer: nothing to compare
+            depth[...] = t
+            owner[t < np.inf] = 0
+            rects.append((0, w, 0, h))
+            continue
         a, b, c, d = max(u0, 0), min(u1, w), max(v0, 0), min(v1, h)  # in-image part
         rects.append((a, b, c, d))
         if b <= a or d <= c:

@@ -49,8 +49,9 @@ def hole_mask(shape, rng: np.random.Generator, cfg: SceneConfig) -> np.ndarray:
         yy = ((np.arange(y0, y1) - cy) / ry) ** 2                # [ny]
         xx = ((np.arange(x0, x1) - cx) / rx) ** 2                # [nx]
         holes[y0:y1, x0:x1] |= yy[:, None] + xx[None, :] <= 1.0
-    if cfg.speckle_dropout > 0:
-        holes |= rng.random(shape, dtype=np.float32) < cfg.speckle_dropout
+    if cfg.speckle_dropout > 0:  # as many isolated pixels as a per-pixel coin would drop, at random places
+        n_px = h * w
+        holes.ravel()[rng.integers(0, n_px, rng.binomial(n_px, cfg.speckle_dropout))] = True
     return holes
 
 
@@ -65,9 +66,9 @@ def sensor_depth(z: np.ndarray, rng: np.random.Generator, cfg: SceneConfig) -> n
         far, near = depth_edges(z, cfg.edge_rel_threshold, cfg.edge_abs_threshold_m)
         valid &= ~far
         if cfg.edge_near_dropout > 0:
-            valid &= ~(near & (rng.random(z.shape, dtype=np.float32) < cfg.edge_near_dropout))
+            idx = np.flatnonzero(near)                           # [n] near-side edge pixels
+            valid.ravel()[idx[rng.random(idx.size) < cfg.edge_near_dropout]] = False
     valid &= ~hole_mask(z.shape, rng, cfg)
     mm = np.rint(zv * 1000.0)
     np.clip(mm, 1.0, 65535.0, out=mm)                            # a valid return never reads 0
-    mm[~valid] = 0.0
-    return mm.astype(np.uint16)
+    return np.where(valid, mm, 0.0).astype(np.uint16)
