@@ -59,6 +59,20 @@ def test_shapes_and_dtypes(hw):
         assert set(np.unique(f.instance_mask)) <= set(range(-1, m))
 
 
+def test_config_validation_and_edge_cases():
+    with pytest.raises(ValueError):
+        SceneConfig(min_objects=3, max_objects=2)
+    with pytest.raises(ValueError):
+        SceneConfig(hfov_deg_range=(80.0, 50.0))
+    with pytest.raises(ValueError):
+        SceneConfig(height=4)
+    assert generate_frame(1, SceneConfig(min_objects=0, max_objects=0)).num_objects == 0
+    tiny = generate_frame(1, SceneConfig(height=8, width=8))
+    assert tiny.rgb.shape == (8, 8, 3)
+    cfg = SceneConfig(height=32, width=48)
+    assert SceneConfig.from_dict(cfg.to_dict()) == cfg
+
+
 def test_content_variety(truths):
     frames = [t.frame for t in truths]
     counts = [f.num_objects for f in frames]

@@ -39,6 +39,13 @@ def test_cli_writes_n_frames(tmp_path):
     assert SceneConfig.from_dict(meta['config']) == cfg
 
 
+def test_cli_preview(tmp_path):
+    assert main(['--out', str(tmp_path), '--count', '1', '--seed', '2', '--size', '40x56', '--preview',
+                 '--no-progress']) == 0
+    img = cv2.imread(str(tmp_path / 'frame_0000000002_preview.png'))
+    assert img.shape == (80, 224, 3)
+
+
 def test_cli_rejects_bad_size(tmp_path):
     with pytest.raises(SystemExit):
         main(['--out', str(tmp_path), '--count', '1', '--size', '12by12'])

@@ -13,11 +13,13 @@ import json
 import sys
 from pathlib import Path
 
+import cv2
 from tqdm import tqdm
 
 from .config import SceneConfig
 from .generator import generate_frame
 from .io import save_frame
+from .preview import preview_image
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -38,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument('--size', type=parse_size, default=(128, 128), help='image size HxW (default 128x128)')
     ap.add_argument('--min-objects', type=int, default=None)
     ap.add_argument('--max-objects', type=int, default=None)
+    ap.add_argument('--preview', action='store_true',
+                    help='also write <stem>_preview.png (RGB with the boxes | colour-mapped depth)')
     ap.add_argument('--no-progress', action='store_true', help='no progress bar')
     return ap
 
@@ -62,7 +66,11 @@ def main(argv=None) -> int:
         {'first_seed': args.seed, 'count': args.count, 'config': cfg.to_dict()}, indent=1))
     for seed in tqdm(range(args.seed, args.seed + args.count), desc='frames', unit='frame',
                      disable=args.no_progress):
-        save_frame(generate_frame(seed, cfg), args.out, f'frame_{seed:010d}')
+        frame = generate_frame(seed, cfg)
+        stem = f'frame_{seed:010d}'
+        save_frame(frame, args.out, stem)
+        if args.preview:
+            cv2.imwrite(str(args.out / f'{stem}_preview.png'), preview_image(frame, scale=2))
     return 0
 
 

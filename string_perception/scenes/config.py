@@ -69,8 +69,16 @@ class SceneConfig:
             raise ValueError('need 0 < min_range_m < max_range_m <= 65.535 (16UC1 millimetres)')
         if self.camera_distance_range[0] <= self.min_range_m:
             raise ValueError('camera_distance_range must start beyond min_range_m')
-        if not 0 < self.hfov_deg_range[0] and self.hfov_deg_range[1] < 170:
+        if not 0 < self.hfov_deg_range[0] <= self.hfov_deg_range[1] < 170:
             raise ValueError('hfov_deg_range must lie in (0, 170)')
+        if not 5.0 <= self.max_tilt_deg <= 60.0:
+            raise ValueError('max_tilt_deg must lie in [5, 60]')
+        if not 0 < self.camera_elevation_deg_range[0] <= self.camera_elevation_deg_range[1] < 90:
+            raise ValueError('camera_elevation_deg_range must lie in (0, 90): the camera looks down')
+        for name in ('tilt_probability', 'table_probability', 'wall_probability', 'edge_near_dropout',
+                     'speckle_dropout', 'min_visibility'):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f'{name} must lie in [0, 1]')
 
     def replace(self, **changes) -> 'SceneConfig':
         """A copy with some fields changed (validated again)."""
