@@ -37,7 +37,8 @@ def main(argv=None) -> None:
     ap.add_argument('--repeats', type=int, default=5)
     a = ap.parse_args(argv)
     h, w = (int(v) for v in a.size.lower().split('x'))
-    print(f'{h}x{w}: {measure_fps(h, w, a.frames, a.repeats):.1f} frames/s (one core, CPU time, best of {a.repeats} per frame)')
+    fps = measure_fps(h, w, a.frames, a.repeats)
+    print(f'{h}x{w}: {fps:.1f} frames/s (one core, CPU time, best of {a.repeats} per frame)')
 
 
 if __name__ == '__main__':

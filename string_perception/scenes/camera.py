@@ -1,9 +1,8 @@
-"""Random pinhole intrinsics, a workcell-like camera pose, and per-pixel ray directions."""
+"""Random pinhole intrinsics and a workcell-like camera pose (looking down at the scene)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,20 +21,6 @@ class Camera:
     def to_camera(self, p_w: np.ndarray) -> np.ndarray:
         """World points [...,3] -> camera optical frame [...,3]."""
         return (p_w - self.p_wc) @ self.R_wc
-
-    def rays(self, u0: int = 0, u1: int | None = None, v0: int = 0, v1: int | None = None) -> np.ndarray:
-        """Directions [N,3] with d_z = 1 (t = z-depth) through pixel centres (u, v) of the rectangle
-        [u0,u1) x [v0,v1), row-major; the rectangle may extend beyond the image."""
-        u1 = self.width if u1 is None else u1
-        v1 = self.height if v1 is None else v1
-        fx, fy, cx, cy = self.K[0, 0], self.K[1, 1], self.K[0, 2], self.K[1, 2]
-        x = (np.arange(u0, u1, dtype=np.float64) - cx) / fx     # [nu]
-        y = (np.arange(v0, v1, dtype=np.float64) - cy) / fy     # [nv]
-        d = np.empty((v1 - v0, u1 - u0, 3))                     # [nv,nu,3]
-        d[..., 0] = x[None, :]
-        d[..., 1] = y[:, None]
-        d[..., 2] = 1.0
-        return d.reshape(-1, 3)                                 # [nv*nu,3]
 
     def project(self, p_c: np.ndarray) -> np.ndarray:
         """Camera-frame points [...,3] (z > 0) -> pixel coordinates [...,2] (u, v)."""

@@ -137,9 +137,10 @@ def sample_layout(rng: np.random.Generator, cfg: SceneConfig) -> Layout:
         n /= np.linalg.norm(n)
         planes.append(Plane(n, float(n @ target) - extent - rng.uniform(0.1, 1.0),
                             _support_texture(rng, (0.1, 0.6))))
+    cam = Camera(K, R_wc, p_wc, cfg.height, cfg.width)
     for s in supports + objects:  # camera-frame poses
         s.R_c = R_wc.T @ s.R_w
-        s.t_c = (s.p_w - p_wc) @ R_wc
+        s.t_c = cam.to_camera(s.p_w)
     # an object must lie wholly beyond min_range (nearest box corner: t_z - sum_i |R_c[2,i]| size_i / 2)
     objects = [o for o in objects if o.t_c[2] - np.abs(o.R_c[2]) @ o.size * 0.5 >= cfg.min_range_m]
-    return Layout(objects, supports, planes, Camera(K, R_wc, p_wc, cfg.height, cfg.width))
+    return Layout(objects, supports, planes, cam)

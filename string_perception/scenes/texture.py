@@ -39,11 +39,6 @@ class Texture:
         return self.c1 + (self.c2 - self.c1) * m                               # [3,N]
 
 
-def hsv_to_rgb(h: float, s: float, v: float) -> np.ndarray:
-    """[3] RGB in [0,1] from hue (turns), saturation, value."""
-    return np.array(colorsys.hsv_to_rgb(h % 1.0, s, v))
-
-
 def random_texture(rng: np.random.Generator, *, saturated: bool, scale_range=(0.01, 0.05),
                    cum_p=(0.4, 0.6, 0.8)) -> Texture:
     """Objects: saturated colours, small patterns; supports: muted colours, larger patterns.
