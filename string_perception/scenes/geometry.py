@@ -47,11 +47,13 @@ def look_at(eye: np.ndarray, target: np.ndarray, roll: float = 0.0) -> np.ndarra
 
     Columns are the camera axes in the world frame; `roll` turns x/y about the optical axis.
     """
-    z = target - eye
-    z = z / np.linalg.norm(z)
-    x = np.cross(z, np.array([0.0, 0.0, 1.0]))
-    x = x / np.linalg.norm(x)
-    y = np.cross(z, x)
-    c, s = np.cos(roll), np.sin(roll)
-    x, y = c * x + s * y, -s * x + c * y
-    return np.stack([x, y, z], axis=1)  # [3,3]
+    zx, zy, zz = (target - eye).tolist()
+    n = math.sqrt(zx * zx + zy * zy + zz * zz)
+    zx, zy, zz = zx / n, zy / n, zz / n
+    m = math.hypot(zx, zy)                     # x = z cross up, normalised (the view must not be vertical)
+    xx, xy, xz = zy / m, -zx / m, 0.0
+    yx, yy, yz = zy * xz - zz * xy, zz * xx - zx * xz, zx * xy - zy * xx  # y = z cross x
+    c, s = math.cos(roll), math.sin(roll)
+    return np.array([[c * xx + s * yx, c * yx - s * xx, zx],
+                     [c * xy + s * yy, c * yy - s * xy, zy],
+                     [c * xz + s * yz, c * yz - s * xz, zz]])  # [3,3] columns x, y, z

@@ -8,6 +8,8 @@ can face the camera are tested. Normals come from the local hit point (:func:`su
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .primitives import BOX, CAPSULE, CONE, CYLINDER, SPHERE
@@ -25,15 +27,18 @@ def _nearest_root(a, b, c):
 
 def intersect_box(half: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
     """|p_i| <= half_i: the entry face is one of the (at most 3) faces whose outer side holds the camera."""
-    best = np.full(d.shape[1:], _INF)
+    o_, h_ = o.tolist(), half.tolist()
+    best = None
     for i in range(3):
-        if abs(o[i]) <= half[i]:
+        oi, hi = o_[i], h_[i]
+        if abs(oi) <= hi:
             continue
         j, k = (i + 1) % 3, (i + 2) % 3
-        t = (np.copysign(half[i], o[i]) - o[i]) / d[i]                           # [*S] face plane
-        ok = (t > 0.0) & (np.abs(o[j] + t * d[j]) <= half[j]) & (np.abs(o[k] + t * d[k]) <= half[k])
-        best = np.where(ok, np.minimum(best, t), best)
-    return best
+        t = (math.copysign(hi, oi) - oi) / d[i]                                  # [*S] face plane
+        ok = (t > 0.0) & (np.abs(o_[j] + t * d[j]) <= h_[j]) & (np.abs(o_[k] + t * d[k]) <= h_[k])
+        t = np.where(ok, t, _INF)
+        best = t if best is None else np.minimum(best, t)
+    return np.full(d.shape[1:], _INF) if best is None else best
 
 
 def _norm2(d):
@@ -110,16 +115,22 @@ def intersect_capsule(r: float, hz: float, o: np.ndarray, d: np.ndarray) -> np.n
 def intersect(label: int, size: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
     """Entry t[*S] of rays (o[3], d[3,*S]) with an object of class `label`, `size` (inf = miss)."""
     with np.errstate(all='ignore'):  # misses and rays parallel to faces give inf/NaN; every test rejects those
-        if label == BOX:
-            return intersect_box(size / 2.0, o, d)
-        if label == SPHERE:
-            return intersect_sphere(size[0] / 2.0, o, d)
-        if label == CYLINDER:
-            return intersect_cylinder(size[0] / 2.0, size[2] / 2.0, o, d)
-        if label == CONE:
-            return intersect_cone(size[0] / 2.0, size[2] / 2.0, o, d)
-        if label == CAPSULE:
-            return intersect_capsule(size[0] / 2.0, size[2] / 2.0, o, d)
+        return intersect_unchecked(label, size, o, d)
+
+
+def intersect_unchecked(label: int, size: np.ndarray, o: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """:func:`intersect` without its own np.errstate (the caller silences floating-point warnings once)."""
+    hx, _, hz = (0.5 * size).tolist()
+    if label == BOX:
+        return intersect_box(0.5 * size, o, d)
+    if label == SPHERE:
+        return intersect_sphere(hx, o, d)
+    if label == CYLINDER:
+        return intersect_cylinder(hx, hz, o, d)
+    if label == CONE:
+        return intersect_cone(hx, hz, o, d)
+    if label == CAPSULE:
+        return intersect_capsule(hx, hz, o, d)
     raise ValueError(f'unknown class {label}')
 
 

@@ -7,6 +7,7 @@ Ray grids are component-first: ``d[3, nv, nu]``, d_z = 1 in the camera frame so 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from ..box_ops import CORNER_SIGNS
 from .camera import Camera
 from .layout import Layout, Plane, Solid
-from .raycast import intersect
+from .raycast import intersect_unchecked
 
 
 @dataclass
@@ -43,11 +44,10 @@ def _rect(cam: Camera, corners: np.ndarray, margin: int):
     """Half-open pixel rectangle (u0, u1, v0, v1) holding the projection of corners [8,3] (all z > 0),
     clipped to the image grown by `margin` pixels on every side."""
     uv = cam.project(corners)                                   # [8,2]
-    lo = np.ceil(uv.min(axis=0) - 1e-6)                          # first pixel centre inside
-    hi = np.floor(uv.max(axis=0) + 1e-6) + 1
+    (u_lo, v_lo), (u_hi, v_hi) = uv.min(axis=0).tolist(), uv.max(axis=0).tolist()
     w, h = cam.width, cam.height
-    return (int(max(lo[0], -margin)), int(min(hi[0], w + margin)),
-            int(max(lo[1], -margin)), int(min(hi[1], h + margin)))
+    return (max(math.ceil(u_lo - 1e-6), -margin), min(math.floor(u_hi + 1e-6) + 1, w + margin),  # pixel centres
+            max(math.ceil(v_lo - 1e-6), -margin), min(math.floor(v_hi + 1e-6) + 1, h + margin))  # inside
 
 
 def cast_solid(cam: Camera, solid: Solid, depth: np.ndarray | None = None):
@@ -67,7 +67,7 @@ def cast_solid(cam: Camera, solid: Solid, depth: np.ndarray | None = None):
             and depth[v0:v1, u0:u1].max() < z_near:
         return None, rect
     x, y = pixel_grid(cam, u0, u1, v0, v1)
-    t = intersect(solid.label, solid.size, -(t_c @ R_c), rays_in(R_c, x, y))  # origin [3] in the object frame
+    t = intersect_unchecked(solid.label, solid.size, -(t_c @ R_c), rays_in(R_c, x, y))  # origin [3] in the object frame
     return t, rect
 
 
@@ -76,8 +76,7 @@ def cast_plane(cam: Camera, plane: Plane):
     n_c = cam.R_wc.T @ plane.n_w                                 # [3] plane normal in the camera frame
     offset = plane.offset - plane.n_w @ cam.p_wc
     x, y = pixel_grid(cam, 0, cam.width, 0, cam.height)
-    with np.errstate(divide='ignore'):
-        t = offset / (n_c[0] * x[None, :] + n_c[1] * y[:, None] + n_c[2])  # [H,W]
+    t = offset / (n_c[0] * x[None, :] + n_c[1] * y[:, None] + n_c[2])  # [H,W]
     return np.where(t > 0.0, t, np.inf), (0, cam.width, 0, cam.height)
 
 
@@ -88,30 +87,37 @@ def render_layout(layout: Layout) -> Render:
     depth = np.full((h, w), np.inf)                              # [H,W]
     owner = np.full((h, w), -1, dtype=np.int16)                  # [H,W]
     rects, total = [], np.zeros(len(surfaces), dtype=np.int64)
-    for i, s in enumerate(surfaces):
-        if isinstance(s, Plane):
-            t, (u0, u1, v0, v1) = cast_plane(cam, s)
-        else:
-            # supports (table legs) hidden behind what is already drawn are culled; objects never are, so
-            # that the pixels they would cover alone are always counted
-            t, (u0, u1, v0, v1) = cast_solid(cam, s, depth=None if s.is_object else depth)
-        if t is None:
-            rects.append((0, 0, 0, 0))
-            continue
-        if isinstance(s, Solid) and s.is_object:
-            total[i] = np.count_nonzero(t < np.inf)
-        if i == 0 and isinstance(s, Plane):  # the first plane fills an empty z-buffer: nothing to compare
-            depth[...] = t
-            owner[t < np.inf] = 0
-            rects.append((0, w, 0, h))
-            continue
-        a, b, c, d = max(u0, 0), min(u1, w), max(v0, 0), min(v1, h)  # in-image part
-        rects.append((a, b, c, d))
-        if b <= a or d <= c:
-            continue
-        t_in = t[c - v0:d - v0, a - u0:b - u0]                    # [nv',nu'] view
-        z = depth[c:d, a:b]                                      # [nv',nu'] view
-        o = owner[c:d, a:b]                                      # [nv',nu'] view
-        o[...] = np.where(t_in < z, np.int16(i), o)             # (np.copyto with where= is slower)
-        np.minimum(z, t_in, out=z)
+    with np.errstate(all='ignore'):  # rays parallel to faces, misses: inf / NaN, all rejected by the tests
+        for i, s in enumerate(surfaces):
+            _draw(cam, i, s, depth, owner, rects, total)
     return Render(depth, owner, surfaces, rects, total)
+
+
+def _draw(cam, i, s, depth, owner, rects, total):
+    """Cast surface i and merge it into the z-buffer (depth, owner) [H,W] in place."""
+    h, w = depth.shape
+    if isinstance(s, Plane):
+        t, (u0, u1, v0, v1) = cast_plane(cam, s)
+    else:
+        # supports (table legs) hidden behind what is already drawn are culled; objects never are, so
+        # that the pixels they would cover alone are always counted
+        t, (u0, u1, v0, v1) = cast_solid(cam, s, depth=None if s.is_object else depth)
+    if t is None:
+        rects.append((0, 0, 0, 0))
+        return
+    if isinstance(s, Solid) and s.is_object:
+        total[i] = np.count_nonzero(t < np.inf)
+    if i == 0 and isinstance(s, Plane):  # the first plane fills an empty z-buffer: nothing to compare
+        depth[...] = t
+        owner[t < np.inf] = 0
+        rects.append((0, w, 0, h))
+        return
+    a, b, c, d = max(u0, 0), min(u1, w), max(v0, 0), min(v1, h)  # in-image part
+    rects.append((a, b, c, d))
+    if b <= a or d <= c:
+        return
+    t_in = t[c - v0:d - v0, a - u0:b - u0]                    # [nv',nu'] view
+    z = depth[c:d, a:b]                                      # [nv',nu'] view
+    o = owner[c:d, a:b]                                      # [nv',nu'] view
+    o[...] = np.where(t_in < z, np.int16(i), o)             # (np.copyto with where= is slower)
+    np.minimum(z, t_in, out=z)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import colorsys
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,8 @@ def random_texture(rng: np.random.Generator, *, saturated: bool, scale_range=(0.
         c1 = colorsys.hsv_to_rgb(u[1], 0.35 * u[2], 0.3 + 0.6 * u[3])
     c2 = colorsys.hsv_to_rgb((u[1] + 0.6 * u[4] - 0.3) % 1.0, u[5], 0.1 + 0.9 * u[6])
     scale = scale_range[0] + (scale_range[1] - scale_range[0]) * u[7]
-    axis = g[:3] / np.sqrt(g[:3] @ g[:3])
-    return Texture(kind, np.array(c1, np.float32)[:, None], np.array(c2, np.float32)[:, None], scale, axis,
-                   (g[3:12].reshape(3, 3) * (2.0 * np.pi / scale)).astype(np.float32),
-                   (g[12:15] * np.pi).astype(np.float32))
+    cols = np.array([c1, c2], np.float32)[:, :, None]                           # [2,3,1]
+    axis = g[:3] * (1.0 / math.sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]))
+    noise = g[3:].astype(np.float32)                                            # [12] frequencies, phases
+    return Texture(kind, cols[0], cols[1], scale, axis, noise[:9].reshape(3, 3) * np.float32(2.0 * np.pi / scale),
+                   noise[9:] * np.float32(np.pi))
