@@ -132,6 +132,9 @@ def test_canonical_targets_describe_the_same_box_and_remove_the_ambiguity():
     for i in range(3):
         a, b = ds[i]['target'], raw[i]['target']
         assert torch.equal(a['labels'], b['labels']) and torch.equal(a['boxes'][:, :3], b['boxes'][:, :3])
+        gt = ds[i]['gt']                                                    # metrics always see the generator's box
+        np.testing.assert_array_equal(gt['params'], b['boxes'].double().numpy())
+        np.testing.assert_array_equal(gt['labels'], b['labels'].numpy())
 
 
 def test_disk_cache_round_trip_and_fingerprint(tmp_path):

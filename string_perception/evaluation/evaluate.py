@@ -88,8 +88,7 @@ def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cp
         logits = out['logits'].float().cpu().numpy()   # [B,N,C]
         for b in range(boxes.shape[0]):
             preds.append(decode_outputs(boxes[b], logits[b], labels, **decode))
-            t = batch['targets'][b]
-            gts.append({'params': t['boxes'].double().numpy(), 'labels': t['labels'].numpy()})
+            gts.append(batch['gts'][b])                  # the generator's boxes, never the canonical targets
         seeds.extend(int(s) for s in batch['seeds'])
     model.train(was_training)
     return {'preds': preds, 'gts': gts, 'seeds': seeds,

@@ -135,7 +135,8 @@ def frame_to_raw(frame) -> RawSample:
 def raw_to_sample(raw: RawSample, canonical: bool = False) -> dict:
     """Tensors for one image: ``image`` uint8[H,W,3], ``depth`` float32[H,W] metres (0 = invalid), ``K``
     float32[3,3], ``target`` {'labels': int64[M], 'boxes': float32[M,12]} (canonical rotations when
-    ``canonical``), ``seed``."""
+    ``canonical``; what the loss sees), ``gt`` {'labels', 'params' float64[M,12]} numpy, the generator's boxes
+    (what metrics score), ``seed``."""
     depth_m = raw.depth_mm.astype(np.float32) * np.float32(1e-3)            # [H,W] metres; 0 stays 0
     boxes = raw.boxes_canonical if canonical else raw.boxes
     return {
@@ -143,6 +144,7 @@ def raw_to_sample(raw: RawSample, canonical: bool = False) -> dict:
         'depth': torch.from_numpy(depth_m),
         'K': torch.from_numpy(raw.K.copy()),
         'target': {'labels': torch.from_numpy(raw.labels.copy()), 'boxes': torch.from_numpy(boxes.copy())},
+        'gt': {'labels': raw.labels.copy(), 'params': raw.boxes.astype(np.float64)},   # as generated, for metrics
         'seed': raw.seed,
     }
 
@@ -154,13 +156,14 @@ def frame_to_sample(frame, canonical: bool = False) -> dict:
 
 def collate(samples: Sequence[dict]) -> dict:
     """Batch: ``image`` uint8[B,H,W,3], ``depth`` float32[B,H,W], ``K`` float32[B,3,3], ``seeds`` int64[B] and
-    ``targets``: a list of B dicts (M varies per image)."""
+    ``targets``: a list of B dicts (M varies per image), ``gts``: the matching list of numpy ground truth."""
     return {
         'image': torch.stack([s['image'] for s in samples]),   # [B,H,W,3]
         'depth': torch.stack([s['depth'] for s in samples]),   # [B,H,W]
         'K': torch.stack([s['K'] for s in samples]),           # [B,3,3]
         'seeds': torch.tensor([s['seed'] for s in samples], dtype=torch.int64),  # [B]
         'targets': [s['target'] for s in samples],
+        'gts': [s['gt'] for s in samples],
     }
 
 

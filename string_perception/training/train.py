@@ -355,7 +355,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         # Every rank validates on the same frames (the loss normaliser all-reduces), rank 0 writes the results.
         val_set = None
         if cfg.val_frames > 0:
-            val_set = SceneDataset('val', cfg.val_frames, scene_cfg)                  # generator boxes, as scored
+            val_set = SceneDataset('val', cfg.val_frames, scene_cfg, canonical_targets=cfg.canonical_targets)
             val_set.build_cache(processes=max(1, cfg.num_workers))
 
         logs = tb = None
