@@ -229,7 +229,7 @@ class FrameCache:
         }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + '.tmp.npz')
+        tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp.npz')   # concurrent writers never share a temp file
         np.savez(tmp, **arrays)
         os.replace(tmp, path)
 

@@ -226,6 +226,27 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state['cuda'])
 
 
+@functools.lru_cache(maxsize=1)
+def provenance() -> dict[str, str]:
+    """Where the weights came from: package version, git commit (+ '-dirty'), scene generator source hash."""
+    import subprocess
+
+    import string_perception
+    from string_perception.training.data import _scenes_source_hash
+    commit = 'unknown'
+    try:
+        root = Path(string_perception.__file__).resolve().parent.parent
+        commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True,
+                                timeout=10).stdout.strip() or 'unknown'
+        dirty = subprocess.run(['git', 'status', '--porcelain', '--', 'string_perception'], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit += '-dirty' if dirty else ''
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {'package_version': string_perception.__version__, 'git_commit': commit,
+            'scenes_source_sha256': _scenes_source_hash(), 'torch': torch.__version__}
+
+
 def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, optimizer, scheduler, step: int,
                              best: float | None, metrics: dict | None = None) -> None:
     """Write a checkpoint (``step`` = optimiser steps done) via ``model.save_checkpoint``."""
@@ -238,6 +259,7 @@ def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, opt
         'best': best,
         'rng': rng_state(),
         'metrics': dict(metrics or {}),
+        'provenance': provenance(),
     }
     save_checkpoint(path, unwrap(model), model_cfg, extra)   # atomic (temp file + rename)
 
