@@ -244,7 +244,7 @@ def provenance() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         pass
     return {'package_version': string_perception.__version__, 'git_commit': commit,
-            'scenes_source_sha256': _scenes_source_hash(), 'torch': torch.__version__}
+            'scenes_source_sha256': _scenes_source_hash(), 'torch': str(torch.__version__)}
 
 
 def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, optimizer, scheduler, step: int,
