@@ -32,11 +32,15 @@ def test_lr_warmup_then_cosine():
 def test_cli_overrides_build_the_configs():
     args = build_parser().parse_args(['--encoding', 'rope', '--coord-mode', 'camera_xyz', '--no-depth', '--lr',
                                       '3e-3', '--batch-size', '8', '--epochs', '2', '--num-train-frames', '100',
-                                      '--model', 'size_prior=0.2', '--scene', 'max_objects=4', '--no-cache'])
+                                      '--model', 'size_prior=0.2', '--scene', 'max_objects=4', '--no-cache',
+                                      '--loss', 'weights={"corners": 10}', '--matcher', 'cost_corners=10'])
     cfg = config_from_args(args)
     assert cfg.model_overrides == {'encoding': 'rope', 'coord_mode': 'camera_xyz', 'use_depth': False,
                                    'size_prior': 0.2}
     assert cfg.scene_overrides == {'max_objects': 4} and cfg.cache is False
+    assert cfg.loss_overrides == {'weights': {'corners': 10}} and cfg.matcher_overrides == {'cost_corners': 10}
+    crit = build_criterion(ViTDConfig.preset('tiny', **TINY_MODEL), cfg)
+    assert crit.weights['corners'] == 10 and crit.matcher.cost_corners == 10 and crit.matcher.cost_params == 5.0
     assert cfg.lr == 3e-3 and cfg.steps == math.ceil(2 * 100 / 8)
     assert TrainConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg       # plain-dict round trip
     base = TrainConfig(lr=1.0, steps=5)

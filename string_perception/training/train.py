@@ -49,7 +49,8 @@ class TrainConfig:
     preset: str = 'tiny'
     model_overrides: dict[str, Any] = field(default_factory=dict)   # ViTDConfig fields over the preset
     scene_overrides: dict[str, Any] = field(default_factory=dict)   # SceneConfig fields (image size follows model)
-    loss_overrides: dict[str, Any] = field(default_factory=dict)    # SetCriterion keyword arguments
+    loss_overrides: dict[str, Any] = field(default_factory=dict)    # SetCriterion keyword arguments (e.g. weights)
+    matcher_overrides: dict[str, Any] = field(default_factory=dict) # HungarianMatcher costs (default: = weights)
     # optimisation
     steps: int = 2000
     batch_size: int = 32            # per rank
@@ -314,8 +315,12 @@ def _to(batch: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 def build_criterion(model_cfg, cfg: TrainConfig):
+    """``SetCriterion`` with ``loss_overrides``; a ``HungarianMatcher`` with ``matcher_overrides`` when given (else
+    the criterion's own, whose costs equal the loss weights)."""
+    from string_perception.matcher import HungarianMatcher
     from string_perception.training.losses import SetCriterion
-    return SetCriterion(num_classes=model_cfg.num_classes, **cfg.loss_overrides)
+    matcher = HungarianMatcher(**cfg.matcher_overrides) if cfg.matcher_overrides else None
+    return SetCriterion(num_classes=model_cfg.num_classes, matcher=matcher, **cfg.loss_overrides)
 
 
 def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) -> dict[str, Any]:
@@ -520,7 +525,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument('--grad-clip', type=float, default=S)
     o.add_argument('--seed', type=int, default=S)
     o.add_argument('--loss', type=_kv, action='append', default=S, metavar='KEY=VALUE',
-                   help='SetCriterion keyword argument (JSON value)')
+                   help='SetCriterion keyword argument (JSON value), e.g. weights=\'{"corners": 10}\'')
+    o.add_argument('--matcher', type=_kv, action='append', default=S, metavar='KEY=VALUE',
+                   help='HungarianMatcher keyword argument (JSON value), e.g. cost_corners=10')
     d = p.add_argument_group('data')
     d.add_argument('--num-train-frames', type=int, default=S)
     d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
@@ -561,6 +568,7 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['model_overrides'] = model
     changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
+    changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
     for name in ('preset', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
                  'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every', 'val_frames',
                  'best_metric', 'log_every', 'out', 'device', 'threads'):
