@@ -75,3 +75,21 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
     assert {'iou_hist.png', 'pr_curve_25.png', 'pr_curve_50.png', 'frame_2000000000.png'} <= set(pngs)
     with pytest.raises(SystemExit):
         evaluate_main([str(run / 'last.pt'), '--split', 'train'])                # never on training seeds
+
+
+def test_release_checkpoint_drops_the_optimiser_and_still_evaluates(tmp_path):
+    from string_perception.model import load_checkpoint
+    from string_perception.training.train import load_training_checkpoint, release_checkpoint
+    run = tmp_path / 'run'
+    assert train_main(['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',
+                       '--steps', '1', '--batch-size', '1', '--num-train-frames', '2', '--val-frames', '0',
+                       '--val-every', '1', '--no-progress', '--out', str(run)]) == 0
+    full = load_training_checkpoint(run / 'last.pt')
+    shipped = release_checkpoint(run / 'last.pt', tmp_path / 'model.pt')
+    assert 'optimizer' not in shipped and 'scheduler' not in shipped and 'rng' not in shipped
+    assert shipped['train_config'] == full['train_config'] and shipped['step'] == 1
+    assert 'git_commit' in shipped['provenance']
+    assert (tmp_path / 'model.pt').stat().st_size < (run / 'last.pt').stat().st_size
+    model, cfg, _ = load_checkpoint(tmp_path / 'model.pt')
+    for k, v in full['model'].items():
+        assert (model.state_dict()[k] == v).all()

@@ -265,6 +265,20 @@ def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, opt
     save_checkpoint(path, unwrap(model), model_cfg, extra)   # atomic (temp file + rename)
 
 
+def release_checkpoint(src: str | Path, dst: str | Path) -> dict:
+    """Ship a training checkpoint: weights, ViTDConfig, TrainConfig, step, validation metrics and provenance, without
+    the optimiser / scheduler / RNG state (a third of the size; still ``model.load_checkpoint``-able, not
+    resumable). Returns the written dict."""
+    ck = load_training_checkpoint(src)
+    keep = {k: ck[k] for k in ('train_config', 'step', 'best', 'metrics', 'provenance') if k in ck}
+    from string_perception.model import ViTDConfig, build_model, save_checkpoint
+    cfg = ViTDConfig.from_dict(ck['config'])
+    model = build_model(cfg)
+    model.load_state_dict(ck['model'])
+    save_checkpoint(dst, model, cfg, keep)
+    return load_training_checkpoint(dst)
+
+
 def load_training_checkpoint(path: str | Path, map_location='cpu') -> dict:
     return torch.load(path, map_location=map_location, weights_only=True)
 
