@@ -82,7 +82,7 @@ def test_content_variety(truths):
     fx = [f.K[0, 0] for f in frames]
     assert max(fx) / min(fx) > 1.2                                    # random intrinsics
     dist = [np.linalg.norm(t.layout.camera.p_wc) for t in truths]
-    assert min(dist) < 1.2 and max(dist) > 1.8
+    assert max(dist) > 2 * min(dist)                                  # near and far viewpoints
 
 
 def test_rotations_and_sizes(truths):
