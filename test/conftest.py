@@ -8,3 +8,18 @@ try:
     torch.set_num_threads(1)
 except ImportError:  # runtime-only installs
     pass
+
+
+import pytest  # noqa: E402
+
+REAL_MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'models',
+                          'vitd_tiny_cayley.onnx')
+
+
+@pytest.fixture(scope='session')
+def model_path(tmp_path_factory):
+    """The shipped model (models/vitd_tiny_cayley.onnx) when it exists, else a tiny contract-conforming model."""
+    if os.path.isfile(REAL_MODEL):
+        return REAL_MODEL
+    from string_perception.runtime.testing import save_tiny_model
+    return str(save_tiny_model(tmp_path_factory.mktemp('model') / 'tiny.onnx'))

@@ -1,0 +1,132 @@
+"""Pipeline results <-> ROS messages, without a node: testable with the message packages alone (no rclpy context).
+
+- :func:`detections_to_msg`: ``Detections`` -> vision_msgs/Detection3DArray (bbox centre pose in metres,
+  quaternion x, y, z, w; size = full edge lengths; one result per box: class_id = label string, score in [0, 1]);
+  :func:`detections_from_msg` is the inverse used by listeners, the demo and the tests.
+- :func:`label_info_msg`: class names as vision_msgs/LabelInfo (class_id = index into the model's labels).
+- :func:`tensor_to_image` / :func:`image_to_tensor`: the policy embedding ([D] -> 32FC1 Image, height 1,
+  width D) and the token grid ([N, D] -> height N, width D). Tensor-as-image keeps the header, records in bags and
+  needs no custom message.
+- :func:`camera_info_to_k`: CameraInfo -> (K[3,3], (height, width)).
+- :func:`transform_detections`: boxes into another frame (rotation R[3,3], translation t[3]), for target_frame.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..box_ops import rotation_to_6d, rotation_to_quaternion, quaternion_to_rotation
+from ..runtime.postprocess import Detections
+from .image_conversion import array_to_imgmsg, imgmsg_to_array
+
+__all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'label_info_msg',
+           'tensor_to_image', 'image_to_tensor', 'camera_info_to_k', 'transform_detections']
+
+
+def stamp_to_ns(stamp: Any) -> int:
+    """builtin_interfaces/Time -> integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def copy_header(header: Any, frame_id: str | None = None):
+    """A new std_msgs/Header with ``header``'s stamp and frame_id (or ``frame_id`` when given)."""
+    from std_msgs.msg import Header
+    out = Header()
+    out.stamp.sec, out.stamp.nanosec = int(header.stamp.sec), int(header.stamp.nanosec)
+    out.frame_id = header.frame_id if frame_id is None else frame_id
+    return out
+
+
+def detections_to_msg(dets: Detections, header: Any):
+    """vision_msgs/Detection3DArray for one frame; every Detection3D carries the same header."""
+    from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
+    arr = Detection3DArray()
+    arr.header = copy_header(header)
+    for i in range(len(dets)):
+        det = Detection3D()
+        det.header = copy_header(header)
+        det.id = str(i)
+        c = det.bbox.center
+        c.position.x, c.position.y, c.position.z = (float(v) for v in dets.translations[i])
+        q = dets.quaternions_xyzw[i]
+        c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = (float(v) for v in q)
+        s = dets.sizes[i]
+        det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = float(s[0]), float(s[1]), float(s[2])
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id = str(dets.class_names[i])
+        hyp.hypothesis.score = float(dets.scores[i])
+        hyp.pose.pose = c
+        det.results.append(hyp)
+        arr.detections.append(det)
+    return arr
+
+
+def detections_from_msg(msg: Any, labels: Sequence[str] | None = None) -> dict[str, Any]:
+    """Detection3DArray -> ``{'params': [M,12], 'labels': [M] (index into ``labels``, -1 if unknown),
+    'class_names': [M], 'scores': [M], 'quaternions_xyzw': [M,4]}`` (the metrics' prediction format)."""
+    params, names, scores, quats = [], [], [], []
+    for det in msg.detections:
+        p, o, s = det.bbox.center.position, det.bbox.center.orientation, det.bbox.size
+        q = np.array([o.x, o.y, o.z, o.w], np.float64)
+        R = quaternion_to_rotation(q)                                         # [3,3]
+        params.append(np.concatenate([[p.x, p.y, p.z], rotation_to_6d(R), [s.x, s.y, s.z]]))   # [12]
+        hyp = det.results[0].hypothesis if det.results else None
+        names.append(hyp.class_id if hyp else '')
+        scores.append(hyp.score if hyp else 0.0)
+        quats.append(q)
+    index = {n: i for i, n in enumerate(labels or ())}
+    return {'params': np.array(params, np.float64).reshape(-1, 12),
+            'labels': np.array([index.get(n, -1) for n in names], np.int64),
+            'class_names': names, 'scores': np.array(scores, np.float64),
+            'quaternions_xyzw': np.array(quats, np.float64).reshape(-1, 4)}
+
+
+def label_info_msg(labels: Sequence[str], threshold: float, header: Any = None):
+    """vision_msgs/LabelInfo (class_id = index into ``labels``), or None if this vision_msgs has no LabelInfo."""
+    try:
+        from vision_msgs.msg import LabelInfo, VisionClass
+    except ImportError:
+        return None
+    info = LabelInfo()
+    if header is not None:
+        info.header = copy_header(header)
+    info.class_map = [VisionClass(class_id=i, class_name=str(n)) for i, n in enumerate(labels)]
+    info.threshold = float(threshold)
+    return info
+
+
+def tensor_to_image(tensor: np.ndarray, header: Any = None):
+    """float32 [D] (-> 1 x D) or [N, D] as a 32FC1 sensor_msgs/Image with ``header``."""
+    a = np.asarray(tensor, dtype=np.float32)
+    if a.ndim == 1:
+        a = a[None, :]                                                        # [D] -> [1,D]
+    if a.ndim != 2:
+        raise ValueError(f'tensor_to_image needs a [D] or [N,D] array, got shape {a.shape}')
+    return array_to_imgmsg(np.ascontiguousarray(a), '32FC1', header=None if header is None else copy_header(header))
+
+
+def image_to_tensor(msg: Any) -> np.ndarray:
+    """The inverse of :func:`tensor_to_image`: a 32FC1 Image -> float32 [height, width]."""
+    if msg.encoding != '32FC1':
+        raise ValueError(f'tensor images are 32FC1, got {msg.encoding!r}')
+    return imgmsg_to_array(msg)
+
+
+def camera_info_to_k(msg: Any) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """CameraInfo -> (K float64 [3,3], (height, width) or None when the driver left them 0). Not validated here:
+    the pipeline checks K (``InputError('bad_intrinsics')``) against the colour image it is used with."""
+    K = np.asarray(msg.k, dtype=np.float64).reshape(3, 3)
+    hw = (int(msg.height), int(msg.width))
+    return K, (hw if hw[0] > 0 and hw[1] > 0 else None)
+
+
+def transform_detections(dets: Detections, R: np.ndarray, t: np.ndarray) -> Detections:
+    """Boxes expressed in a frame where ``p_new = R @ p + t`` (R [3,3] rotation, t [3] metres)."""
+    R = np.asarray(R, np.float64).reshape(3, 3)
+    t = np.asarray(t, np.float64).reshape(3)
+    rots = np.einsum('ij,mjk->mik', R, dets.rotations)                        # [M,3,3]
+    trans = dets.translations @ R.T + t                                       # [M,3]
+    quats = rotation_to_quaternion(rots) if len(dets) else np.zeros((0, 4))   # [M,4]
+    return dataclasses.replace(dets, translations=trans, rotations=rots, quaternions_xyzw=quats)

@@ -1,0 +1,399 @@
+"""The ROS 2 node ``string_perception``: synchronised RGB-D + CameraInfo in; 3D boxes, markers, embedding out.
+
+A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline` (DESIGN §1, §5):
+
+- configure: validate every parameter (``params.py``), load and check the ONNX model, create publishers;
+- activate: subscribe ``image`` (or ``image/compressed``), ``depth``, ``camera_info`` through the
+  approximate-time synchroniser and start the worker thread; deactivate/cleanup undo that; shutdown all.
+
+The synchroniser callback (executor thread) only hands the matched triple to a :class:`LatestWorker`: the newest
+frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``). The worker
+decodes, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray), ``~/markers``,
+``~/embedding`` (32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient
+local); ``/diagnostics`` every ``diagnostics_period``. A bad frame is counted by kind and logged (throttled); the
+node keeps going. Output headers copy the colour image's stamp and frame_id (or ``target_frame`` via tf2).
+
+Start it as a plain node (configures and activates itself unless ``autostart:=false``)::
+
+    python -m string_perception.ros.node --ros-args -p model_path:=models/vitd_tiny_cayley.onnx \\
+        -r image:=/camera/color/image_raw -r depth:=/camera/depth/image_raw -r camera_info:=/camera/color/camera_info
+
+From another program, :func:`node_command` builds that command line; the node prints :data:`READY_LINE` to stdout
+once it is active, and exits with status 1 (after a clear log line) if configuration fails.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import params as P
+from .diagnostics import NodeStats, diagnostic_array
+from .image_conversion import CONVERSION_ERRORS, make_bridge
+from .latest import LatestWorker
+from .markers import MarkerBuilder
+from .messages import (camera_info_to_k, copy_header, detections_to_msg, label_info_msg, stamp_to_ns,
+                       tensor_to_image, transform_detections)
+
+__all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL']
+
+READY_LINE = 'string_perception node ready'
+DEFAULT_MODEL = 'vitd_tiny_cayley.onnx'
+
+import rclpy  # noqa: E402  (after the ROS-free imports above, so a missing rclpy fails here with a clear name)
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn  # noqa: E402
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+
+SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+
+
+def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,
+                 params: Mapping[str, Any] | None = None, params_file: str | Path | None = None,
+                 python: str = sys.executable) -> list[str]:
+    """argv to start the node in a subprocess, e.g. ``node_command('m.onnx', remaps={'image': '/cam/rgb'})``
+    (pass ``env=string_perception.ros.dds_env.merged_dds_env(domain)`` to ``subprocess``)."""
+    cmd = [python, '-m', 'string_perception.ros.node', '--ros-args']
+    if params_file is not None:
+        cmd += ['--params-file', str(params_file)]
+    values = dict(params or {})
+    if model_path is not None:
+        values['model_path'] = str(model_path)
+    for k, v in values.items():
+        cmd += ['-p', f'{k}:={json.dumps(v)}']
+    for src, dst in (remaps or {}).items():
+        cmd += ['-r', f'{src}:={dst}']
+    return cmd
+
+
+def _qos(reliability: str, depth: int, durability=DurabilityPolicy.VOLATILE) -> QoSProfile:
+    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel, durability=durability)
+
+
+class StringPerceptionNode(LifecycleNode):
+    """See the module docstring. ``cfg`` holds the validated parameters of the current configuration."""
+
+    def __init__(self, node_name: str = P.NODE_NAME, **kwargs):
+        super().__init__(node_name, **kwargs)
+        P.declare_all(self)
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self.cfg: dict[str, Any] = {}
+        self.pipeline = None
+        self.stats = NodeStats()
+        self.bridge = make_bridge()
+        self.markers = MarkerBuilder()
+        self._pubs: dict[str, Any] = {}
+        self._subs: list[Any] = []
+        self._sync = None
+        self._worker: LatestWorker | None = None
+        self._diag_timer = None
+        self._tf_buffer = None
+        self._tf_listener = None
+        self._active = False
+        self._has_tokens = False
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ parameters
+    def _on_set_parameters(self, updates):
+        from rcl_interfaces.msg import SetParametersResult
+        ok, reason = P.check_updates([(p.name, p.value) for p in updates])
+        if ok and self.pipeline is not None:
+            new = {p.name: P.validate(p.name, p.value) for p in updates if p.name in P.SPECS}
+            try:
+                self._apply_live({**self.cfg, **new})
+            except ValueError as e:
+                ok, reason = False, str(e)
+            else:
+                self.cfg.update({k: v for k, v in new.items() if P.SPECS[k].live})
+                later = sorted(k for k in new if not P.SPECS[k].live)
+                if later:
+                    self.get_logger().info(f'{", ".join(later)} will apply at the next configure')
+        if not ok:
+            self.get_logger().warning(f'rejected parameter update: {reason}')
+        return SetParametersResult(successful=ok, reason=reason)
+
+    def _apply_live(self, cfg: Mapping[str, Any]) -> None:
+        """Push the live parameters into the pipeline (ValueError leaves it unchanged)."""
+        self.pipeline.set_params(score_threshold=self._score_threshold(cfg['score_threshold']),
+                                 nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'],
+                                 pre_nms_top_k=cfg['pre_nms_top_k'], max_depth_m=cfg['max_depth_m'] or None)
+        self.markers.alpha = cfg['marker_alpha']
+        if cfg['target_frame']:
+            self._ensure_tf()
+
+    def _score_threshold(self, value: float) -> float:
+        return P.effective_score_threshold(value, self.pipeline.model.metadata)
+
+    def _model_path(self, value: str) -> Path:
+        if value:
+            return Path(value).expanduser()
+        from ..paths import model_file
+        return model_file(DEFAULT_MODEL)
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        from ..runtime import Pipeline
+        from ..runtime.errors import ModelLoadError
+        log = self.get_logger()
+        try:
+            cfg = P.validate_all(P.read_all(self))
+            path = self._model_path(cfg['model_path'])
+            self.pipeline = Pipeline(path, providers=tuple(cfg['providers']))
+            self._apply_live(cfg)
+        except (ValueError, FileNotFoundError, ModelLoadError) as e:
+            log.error(f'configure failed: {e}')
+            self.pipeline = None
+            return FAILURE
+        self.cfg = cfg
+        model = self.pipeline.model
+        outputs = {o.name for o in model.session.get_outputs()}
+        self._has_tokens = 'tokens' in outputs
+        if cfg['publish_tokens'] and not self._has_tokens:
+            log.warning('publish_tokens is true but the model has no tokens output: ~/tokens stays silent')
+        out_qos = _qos(cfg['output_qos_reliability'], cfg['output_qos_depth'])
+        from sensor_msgs.msg import Image
+        from vision_msgs.msg import Detection3DArray
+        from visualization_msgs.msg import MarkerArray
+        from diagnostic_msgs.msg import DiagnosticArray
+        self._pubs = {
+            'detections': self.create_publisher(Detection3DArray, '~/detections', out_qos),
+            'markers': self.create_publisher(MarkerArray, '~/markers', out_qos),
+            'embedding': self.create_publisher(Image, '~/embedding', out_qos),
+            'tokens': self.create_publisher(Image, '~/tokens', out_qos),
+            'debug_image': self.create_publisher(Image, '~/debug_image', out_qos),
+            'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', _qos('reliable', 10)),
+        }
+        info = label_info_msg(self.pipeline.labels, self._score_threshold(cfg['score_threshold']))
+        if info is not None:
+            latched = _qos('reliable', 1, DurabilityPolicy.TRANSIENT_LOCAL)
+            self._pubs['label_info'] = self.create_publisher(type(info), '~/label_info', latched)
+            info.header.stamp = self.get_clock().now().to_msg()
+            self._pubs['label_info'].publish(info)
+        self.stats = NodeStats()
+        self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
+        log.info(f'configured: model {path} ({len(self.pipeline.labels)} labels, input {self.pipeline.input_hw}), '
+                 f'provider {self.pipeline.provider}, score threshold '
+                 f'{self.pipeline.params["score_threshold"]:.3f}')
+        return SUCCESS
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+        from .sync import ApproximateTimeSynchronizer, Subscriber
+        cfg = self.cfg
+        compressed = cfg['image_transport'] == 'compressed'
+        image_topic = self.resolve_topic_name('image') + '/compressed' if compressed else 'image'
+        specs = [('image', CompressedImage if compressed else Image, image_topic),
+                 ('depth', Image, 'depth'), ('camera_info', CameraInfo, 'camera_info')]
+        self._subs = []
+        for name, msg_type, topic in specs:
+            sub = Subscriber(self, msg_type, topic,
+                             qos_profile=_qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth']))
+            sub.registerCallback(lambda _msg, n=name: self.stats.count_input(n))
+            self._subs.append(sub)
+        self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
+        self._sync.registerCallback(self._on_synced)
+        self._worker = LatestWorker(self._process, on_drop=lambda _f: self.stats.drop('stale'),
+                                    on_error=self._on_worker_error)
+        self._worker.start()
+        self._active = True
+        self.get_logger().info('active: subscribed to ' + ', '.join(self.resolve_topic_name(t) for _, _, t in specs))
+        return SUCCESS
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        self._stop_inputs()
+        if 'markers' in self._pubs:
+            from std_msgs.msg import Header
+            header = Header(frame_id=self.cfg.get('target_frame') or '')
+            header.stamp = self.get_clock().now().to_msg()
+            self._pubs['markers'].publish(self.markers.clear(header))
+        return SUCCESS
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        self._stop_inputs()
+        self._release_outputs()
+        return SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        self._stop_inputs()
+        self._release_outputs()
+        return SUCCESS
+
+    def _stop_inputs(self) -> None:
+        self._active = False
+        for sub in self._subs:
+            self.destroy_subscription(sub.sub)
+        self._subs, self._sync = [], None
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    def _release_outputs(self) -> None:
+        if self._diag_timer is not None:
+            self.destroy_timer(self._diag_timer)
+            self._diag_timer = None
+        for pub in self._pubs.values():
+            self.destroy_publisher(pub)
+        self._pubs = {}
+        self.pipeline = None
+        self._tf_listener = self._tf_buffer = None
+
+    # ------------------------------------------------------------------ frames
+    def _on_synced(self, image, depth, info) -> None:
+        """Executor thread: count and hand over; never blocks on the model."""
+        self.stats.count_synced()
+        if self._active and self._worker is not None:
+            self._worker.submit((image, depth, info))
+
+    def _on_worker_error(self, exc: BaseException) -> None:
+        self.stats.error('internal')
+        self.get_logger().error(f'frame failed unexpectedly: {type(exc).__name__}: {exc}',
+                                throttle_duration_sec=self.cfg.get('log_throttle', 5.0))
+
+    def _warn(self, kind: str, message: str) -> None:
+        self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)',
+                                  throttle_duration_sec=self.cfg.get('log_throttle', 5.0))
+
+    def _decode(self, image, depth, info):
+        """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
+        if self.cfg['image_transport'] == 'compressed':
+            rgb, enc = self.bridge.compressed_imgmsg_to_cv2(image, 'rgb8'), 'rgb8'
+        else:
+            rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
+        dep = self.bridge.imgmsg_to_cv2(depth, 'passthrough')
+        K, hw = camera_info_to_k(info)
+        return rgb, enc, dep, depth.encoding, K, hw
+
+    def _process(self, frame) -> None:
+        """Worker thread: one synchronised frame -> published outputs (or a counted, logged failure)."""
+        from ..runtime.errors import InferenceError, InputError
+        image, depth, info = frame
+        pipeline, cfg, pubs = self.pipeline, dict(self.cfg), self._pubs
+        if pipeline is None or not self._active:
+            return
+        try:
+            rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
+            result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw)
+        except InputError as e:
+            self.stats.bad_input(e.kind)
+            self._warn(f'bad input ({e.kind})', e.message)
+            return
+        except CONVERSION_ERRORS as e:
+            self.stats.bad_input('conversion')
+            self._warn('bad input (conversion)', str(e))
+            return
+        except InferenceError as e:
+            self.stats.error(e.kind)
+            self.get_logger().error(f'inference failed ({e.kind}): {e.message}',
+                                    throttle_duration_sec=cfg['log_throttle'])
+            return
+        for w in result.warnings:
+            self.stats.warning(w)
+        dets, header = result.detections, image.header
+        debug = None
+        if cfg['publish_debug_image']:
+            debug = self._debug_image(rgb, enc, K, dets)
+        target = cfg['target_frame']
+        if target and target != header.frame_id:
+            moved = self._to_target(dets, header, target, cfg['tf_timeout'])
+            if moved is None:
+                return
+            dets, header = moved, copy_header(header, target)
+        pubs['detections'].publish(detections_to_msg(dets, header))
+        latency_ms = (self.get_clock().now().nanoseconds - stamp_to_ns(header.stamp)) / 1e6
+        if cfg['publish_markers']:
+            pubs['markers'].publish(self.markers.build(dets, header))
+        if cfg['publish_embedding']:
+            pubs['embedding'].publish(tensor_to_image(result.embedding, header))
+        tokens = getattr(result, 'tokens', None)
+        if cfg['publish_tokens'] and tokens is not None:
+            pubs['tokens'].publish(tensor_to_image(tokens, header))
+        if debug is not None:
+            pubs['debug_image'].publish(self.bridge.cv2_to_imgmsg(debug, 'rgb8', header=copy_header(image.header)))
+        self.stats.frame_done(latency_ms, result.timings['inference_ms'])
+
+    def _debug_image(self, rgb: np.ndarray, enc: str, K: np.ndarray, dets) -> np.ndarray:
+        from ..box_ops import Box3D
+        from ..evaluation.draw import draw_boxes
+        from ..runtime.preprocess import to_rgb
+        return draw_boxes(to_rgb(rgb, enc), K, Box3D(dets.translations, dets.rotations, dets.sizes),
+                          dets.class_ids, dets.scores, list(self.pipeline.labels))
+
+    # ------------------------------------------------------------------ tf2 (only when importable)
+    def _ensure_tf(self) -> None:
+        if self._tf_buffer is None:
+            import tf2_ros   # params.validate rejected target_frame already if this is missing
+            self._tf_buffer = tf2_ros.Buffer()
+            self._tf_listener = tf2_ros.TransformListener(self._tf_buffer, self)
+
+    def _to_target(self, dets, header, target: str, timeout: float):
+        from rclpy.duration import Duration
+        from rclpy.time import Time
+        from ..box_ops import quaternion_to_rotation
+        try:
+            tf = self._tf_buffer.lookup_transform(target, header.frame_id, Time.from_msg(header.stamp),
+                                                  timeout=Duration(seconds=timeout))
+        except Exception as e:  # tf2 LookupException / ExtrapolationException / ConnectivityException ...
+            self.stats.drop('tf')
+            self._warn('no transform', f'{header.frame_id} -> {target} at the image stamp: {e}')
+            return None
+        q, t = tf.transform.rotation, tf.transform.translation
+        R = quaternion_to_rotation(np.array([q.x, q.y, q.z, q.w]))
+        return transform_detections(dets, R, np.array([t.x, t.y, t.z]))
+
+    # ------------------------------------------------------------------ diagnostics
+    def _publish_diagnostics(self) -> None:
+        pub = self._pubs.get('diagnostics')
+        if pub is None or self.pipeline is None:
+            return
+        snap = self.stats.snapshot()
+        from .sync import IMPLEMENTATION
+        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
+                               provider=self.pipeline.provider, active=self._active,
+                               extra={'synchroniser': IMPLEMENTATION, 'bridge': type(self.bridge).__name__,
+                                      'score_threshold': self.pipeline.params['score_threshold']})
+        pub.publish(msg)
+
+
+# ---------------------------------------------------------------------------------------------------- main
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console script ``string_perception_node`` / ``python -m string_perception.ros.node``."""
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    rclpy.init(args=list(sys.argv if argv is None else argv))
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    rc, node = 0, None
+    try:
+        node = StringPerceptionNode()
+    except (InvalidParameterTypeException, InvalidParameterValueException) as e:
+        print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
+        rclpy.try_shutdown()
+        return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        if node.get_parameter('autostart').value:
+            if node.trigger_configure() != SUCCESS or node.trigger_activate() != SUCCESS:
+                node.get_logger().fatal('autostart failed (see the error above); exiting')
+                rc = 1
+            else:
+                print(f'{READY_LINE}: provider {node.pipeline.provider}', flush=True)
+        if rc == 0:
+            executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node._stop_inputs()
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return rc
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Every parameter of the node, declared once: name, type, default, description, range; and their validation.
+
+The node declares them from :data:`PARAMS` (ROS ``ParameterDescriptor`` with ranges), validates them at
+configure time with :func:`validate_all` and on every ``set_parameters`` with :func:`check_updates`;
+``config/default.yaml`` mirrors :func:`defaults` (a test keeps them equal; :func:`render_yaml` writes it).
+Nothing here imports rclpy at module level, so the rules are testable without ROS.
+
+``live`` parameters take effect on the next frame; the others (model, QoS, synchronisation) are read at
+``configure`` and apply after a cleanup + configure (the lifecycle way to reload).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+__all__ = ['ParamSpec', 'PARAMS', 'SPECS', 'NODE_NAME', 'defaults', 'validate', 'validate_all', 'check_updates',
+           'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'effective_score_threshold',
+           'DEFAULT_SCORE_THRESHOLD']
+
+NODE_NAME = 'string_perception'
+PROVIDER_NAMES = ('TensorrtExecutionProvider', 'CUDAExecutionProvider', 'CPUExecutionProvider')
+RELIABILITY = ('best_effort', 'reliable')
+INPUTS = ('image', 'depth', 'camera_info')
+DEFAULT_SCORE_THRESHOLD = 0.3   # when score_threshold is -1 and the model's metadata recommends none
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter. ``type``: 'bool' | 'int' | 'double' | 'string' | 'string_array'. ``lo``/``hi``: inclusive
+    numeric range; ``choices``: allowed strings (for each element of a string array); ``live``: applies at once."""
+
+    name: str
+    type: str
+    default: Any
+    description: str
+    lo: float | None = None
+    hi: float | None = None
+    choices: tuple[str, ...] | None = None
+    live: bool = False
+
+    def range_text(self) -> str:
+        if self.choices:
+            return 'one of ' + ', '.join(self.choices)
+        if self.lo is not None:
+            return f'[{self.lo}, {self.hi}]'
+        return ''
+
+
+def _qos_params(inp: str) -> tuple[ParamSpec, ...]:
+    return (ParamSpec(f'{inp}_qos_reliability', 'string', 'best_effort',
+                      f'QoS reliability of the {inp} subscription (sensor data: best_effort)', choices=RELIABILITY),
+            ParamSpec(f'{inp}_qos_depth', 'int', 5, f'QoS history depth of the {inp} subscription', 1, 100))
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec('autostart', 'bool', True,
+              'configure and activate at start-up (false: wait for lifecycle transitions)'),
+    ParamSpec('model_path', 'string', '',
+              'ONNX model file (docs/ARCHITECTURE.md contract); empty = the shipped models/vitd_tiny_cayley.onnx'),
+    ParamSpec('providers', 'string_array', list(PROVIDER_NAMES),
+              'ONNX Runtime execution providers, best first (CPU is always the last resort)', choices=PROVIDER_NAMES),
+    ParamSpec('score_threshold', 'double', -1.0,
+              "minimum detection score; -1 = the model's recommended threshold (metadata), else 0.3", -1.0, 1.0,
+              live=True),
+    ParamSpec('nms_iou', 'double', 0.3, 'class-wise 3D NMS IoU threshold (1 disables NMS)', 0.01, 1.0, live=True),
+    ParamSpec('max_detections', 'int', 50, 'at most this many boxes per frame', 0, 1000, live=True),
+    ParamSpec('pre_nms_top_k', 'int', 200, 'candidates kept by score before NMS', 1, 100000, live=True),
+    ParamSpec('max_depth_m', 'double', 0.0, 'depth beyond this is invalid (metres); 0 = no limit', 0.0, 1000.0,
+              live=True),
+    ParamSpec('image_transport', 'string', 'raw',
+              'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
+              choices=('raw', 'compressed')),
+    ParamSpec('sync_queue_size', 'int', 10, 'approximate-time synchroniser queue per input', 1, 1000),
+    ParamSpec('sync_slop', 'double', 0.05, 'approximate-time synchroniser slop (seconds)', 0.0001, 10.0),
+    *_qos_params('image'), *_qos_params('depth'), *_qos_params('camera_info'),
+    ParamSpec('output_qos_reliability', 'string', 'reliable', 'QoS reliability of the output topics',
+              choices=RELIABILITY),
+    ParamSpec('output_qos_depth', 'int', 5, 'QoS history depth of the output topics', 1, 100),
+    ParamSpec('publish_markers', 'bool', True, 'publish ~/markers (visualization_msgs/MarkerArray)', live=True),
+    ParamSpec('marker_alpha', 'double', 0.4, 'opacity of the marker cubes', 0.0, 1.0, live=True),
+    ParamSpec('publish_embedding', 'bool', True, 'publish ~/embedding (32FC1 Image, 1 x D)', live=True),
+    ParamSpec('publish_tokens', 'bool', False,
+              'publish ~/tokens (32FC1 Image, N x D) when the model has a tokens output', live=True),
+    ParamSpec('publish_debug_image', 'bool', False, 'publish ~/debug_image (rgb8, boxes projected)', live=True),
+    ParamSpec('target_frame', 'string', '',
+              'frame for the output boxes; empty = the colour image frame (other frames need tf2_ros)', live=True),
+    ParamSpec('tf_timeout', 'double', 0.05, 'seconds to wait for the transform at the image stamp', 0.0, 10.0,
+              live=True),
+    ParamSpec('diagnostics_period', 'double', 1.0, 'seconds between /diagnostics messages', 0.1, 60.0),
+    ParamSpec('log_throttle', 'double', 5.0, 'seconds between repeated warnings of one kind', 0.0, 3600.0,
+              live=True),
+)
+SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
+assert len(SPECS) == len(PARAMS), 'duplicate parameter name'
+
+
+def defaults() -> dict[str, Any]:
+    """name -> default value (a fresh copy)."""
+    return {p.name: (list(p.default) if isinstance(p.default, list) else p.default) for p in PARAMS}
+
+
+def tf2_available() -> bool:
+    """True when tf2_ros can be imported (needed for a target_frame other than the image frame)."""
+    try:
+        import tf2_ros  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def effective_score_threshold(value: float, metadata: Any = None) -> float:
+    """The threshold the node uses: ``value`` if >= 0, else the model's recommended ``score_threshold``
+    (metadata key, when the exporter wrote one), else :data:`DEFAULT_SCORE_THRESHOLD`."""
+    if value >= 0:
+        return float(value)
+    recommended = getattr(metadata, 'score_threshold', None)
+    return float(recommended) if recommended is not None else DEFAULT_SCORE_THRESHOLD
+
+
+def validate(name: str, value: Any, *, tf2: bool | None = None) -> Any:
+    """The value, checked (ints accepted for doubles and converted); ``ValueError`` says what is wrong."""
+    spec = SPECS.get(name)
+    if spec is None:
+        raise ValueError(f'unknown parameter {name!r}')
+    t = spec.type
+    if t == 'bool':
+        if not isinstance(value, bool):
+            raise ValueError(f'{name} must be a bool, got {value!r}')
+    elif t == 'int':
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f'{name} must be an integer, got {value!r}')
+    elif t == 'double':
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f'{name} must be a finite number, got {value!r}')
+        value = float(value)
+    elif t == 'string':
+        if not isinstance(value, str):
+            raise ValueError(f'{name} must be a string, got {value!r}')
+    elif t == 'string_array':
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f'{name} must be a list of strings, got {value!r}')
+        value = list(value)
+    if spec.lo is not None and not (spec.lo <= value <= spec.hi):
+        raise ValueError(f'{name} must be in {spec.range_text()}, got {value!r}')
+    if spec.choices is not None:
+        items = value if t == 'string_array' else [value]
+        bad = [v for v in items if v not in spec.choices]
+        if bad:
+            raise ValueError(f'{name}: {bad[0]!r} is not {spec.range_text()}')
+    return _extra_rules(name, value, tf2)
+
+
+def _extra_rules(name: str, value: Any, tf2: bool | None) -> Any:
+    if name == 'score_threshold' and value < 0 and value != -1.0:
+        raise ValueError(f'score_threshold must be in [0, 1] or -1 (use the model\'s), got {value}')
+    if name == 'providers':
+        if not value:
+            raise ValueError('providers must name at least one execution provider')
+        if len(set(value)) != len(value):
+            raise ValueError(f'providers lists a provider twice: {value}')
+    if name == 'target_frame' and value:
+        if tf2 is None:
+            tf2 = tf2_available()
+        if not tf2:
+            raise ValueError(f'target_frame {value!r} needs tf2_ros, which is not importable here (PyPI set-up); '
+                             'leave target_frame empty to publish boxes in the colour image frame')
+    return value
+
+
+def validate_all(values: Mapping[str, Any], *, tf2: bool | None = None) -> dict[str, Any]:
+    """Check a full set (missing names take defaults); ``ValueError`` lists every problem at once."""
+    out, problems = defaults(), []
+    for name, value in values.items():
+        try:
+            out[name] = validate(name, value, tf2=tf2)
+        except ValueError as e:
+            problems.append(str(e))
+    if problems:
+        raise ValueError('invalid parameters: ' + '; '.join(problems))
+    return out
+
+
+def check_updates(updates: Iterable[tuple[str, Any]], *, tf2: bool | None = None) -> tuple[bool, str]:
+    """For the set-parameters callback: (ok, reason). All updates are accepted or none."""
+    reasons = []
+    for name, value in updates:
+        if name not in SPECS:
+            continue        # parameters we do not own (use_sim_time, qos overrides, ...)
+        try:
+            validate(name, value, tf2=tf2)
+        except ValueError as e:
+            reasons.append(str(e))
+    return (not reasons, '; '.join(reasons))
+
+
+# ------------------------------------------------------------------------------------------------ rclpy glue
+def _descriptor(spec: ParamSpec):
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+    types = {'bool': ParameterType.PARAMETER_BOOL, 'int': ParameterType.PARAMETER_INTEGER,
+             'double': ParameterType.PARAMETER_DOUBLE, 'string': ParameterType.PARAMETER_STRING,
+             'string_array': ParameterType.PARAMETER_STRING_ARRAY}
+    d = ParameterDescriptor(name=spec.name, type=types[spec.type], description=spec.description)
+    extra = [spec.range_text()] if spec.choices else []
+    if not spec.live:
+        extra.append('applies at configure')
+    d.additional_constraints = '; '.join(extra)
+    if spec.type == 'int' and spec.lo is not None:
+        d.integer_range = [IntegerRange(from_value=int(spec.lo), to_value=int(spec.hi), step=0)]
+    elif spec.type == 'double' and spec.lo is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=float(spec.lo), to_value=float(spec.hi), step=0.0)]
+    return d
+
+
+def declare_all(node) -> None:
+    """Declare every parameter on an rclpy node (overrides from --ros-args / YAML are applied by rclpy)."""
+    node.declare_parameters('', [(p.name, p.default, _descriptor(p)) for p in PARAMS])
+
+
+def read_all(node) -> dict[str, Any]:
+    """Current values of all our parameters on ``node`` (validate them with :func:`validate_all`)."""
+    return {p.name: node.get_parameter(p.name).value for p in PARAMS}
+
+
+def render_yaml(node_name: str = NODE_NAME) -> str:
+    """``config/default.yaml``: the defaults in ROS params-file form, each with its description as a comment."""
+    import json
+    lines = ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
+             '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
+             f'{node_name}:', '  ros__parameters:']
+    for p in PARAMS:
+        rng = p.range_text()
+        lines.append(f'    # {p.description}' + (f' ({rng})' if rng and not p.choices else ''))
+        if p.choices and p.type != 'bool':
+            lines.append(f'    # {rng}')
+        value = json.dumps(p.default) if p.type != 'bool' else ('true' if p.default else 'false')
+        lines.append(f'    {p.name}: {value}')
+    return '\n'.join(lines) + '\n'
