@@ -128,6 +128,23 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     r = node.set_parameters_atomically([Parameter('target_frame', value='base_link')])
     out['tf_reject'] = [r.successful, r.reason]
     out['after_bad'] = [node.pipeline.params['score_threshold'], node.pipeline.params['nms_iou']]
+    # frames straight into the worker function: bad ones are counted by kind, the node keeps going
+    import numpy as np
+    from sensor_msgs.msg import CameraInfo
+    from string_perception.ros.image_conversion import array_to_imgmsg
+    node.set_parameters([Parameter('publish_debug_image', value=True)])
+    rgb = np.full((48, 64, 3), 90, np.uint8)
+    depth = np.full((48, 64), 800, np.uint16)
+    info = CameraInfo(height=48, width=64, k=[60.0, 0.0, 32.0, 0.0, 60.0, 24.0, 0.0, 0.0, 1.0])
+    bad_k = CameraInfo(height=48, width=64, k=[0.0] * 9)
+    frames = [(array_to_imgmsg(rgb, 'rgb8'), array_to_imgmsg(depth, '16UC1'), bad_k),
+              (array_to_imgmsg(rgb, 'rgb8'), array_to_imgmsg(depth[:10], '16UC1'), info),
+              (array_to_imgmsg(rgb, 'rgb8'), array_to_imgmsg(depth.astype(np.int32), '32SC1'), info),
+              (array_to_imgmsg(rgb, 'bgr8'), array_to_imgmsg(depth, '16UC1'), info)]
+    for f in frames:
+        node._process(f)
+    snap = node.stats.snapshot()
+    out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
     out['subs_after'] = sorted(t for t, _ in node.get_subscriber_names_and_types_by_node(node.get_name(), '/'))
     out['cleanup'] = node.trigger_cleanup() == SUCCESS and node.pipeline is None
@@ -165,6 +182,10 @@ def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
     # the rejected threshold left the pipeline as it was; the valid nms_iou of the same call went through
     # (set_parameters applies one parameter at a time, as rclpy does)
     assert out['after_bad'] == [pytest.approx(0.55), pytest.approx(0.2)]
+    assert out['bad_inputs'] == {'bad_intrinsics': 1, 'size_mismatch': 1, 'bad_encoding': 1}, log
+    assert out['processed'] == 1
+    for kind in ('bad_intrinsics', 'size_mismatch', 'bad_encoding'):     # throttled per kind, not globally
+        assert f'bad input ({kind})' in log and 'node continues' in log, log
 
 
 @ros

@@ -24,9 +24,9 @@ once it is active, and exits with status 1 (after a clear log line) if configura
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -97,7 +97,7 @@ class StringPerceptionNode(LifecycleNode):
         self._tf_listener = None
         self._active = False
         self._has_tokens = False
-        self._lock = threading.Lock()
+        self._last_warn: dict[str, float] = {}
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -256,8 +256,12 @@ class StringPerceptionNode(LifecycleNode):
                                 throttle_duration_sec=self.cfg.get('log_throttle', 5.0))
 
     def _warn(self, kind: str, message: str) -> None:
-        self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)',
-                                  throttle_duration_sec=self.cfg.get('log_throttle', 5.0))
+        """Warning throttled per kind (``log_throttle`` seconds), so one kind never hides another."""
+        now = time.monotonic()
+        if now - self._last_warn.get(kind, -math.inf) < self.cfg.get('log_throttle', 5.0):
+            return
+        self._last_warn[kind] = now
+        self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)')
 
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
