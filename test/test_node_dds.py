@@ -14,7 +14,7 @@ import pytest
 from node_peers import FRAME_ID
 from ros_helpers import HELPERS, ProcessGroup, percentile, reserved_domain_id, ros_skip_reason, ros_test_env
 
-pytestmark = [pytest.mark.ros,
+pytestmark = [pytest.mark.ros, pytest.mark.slow,
               pytest.mark.skipif(ros_skip_reason('vision_msgs') is not None,
                                  reason=str(ros_skip_reason('vision_msgs')))]
 

@@ -106,8 +106,9 @@ def test_node_command_is_ros_args():
 
 
 # ---------------------------------------------------------------------------------------- real node processes
-ros = pytest.mark.skipif(__import__('ros_helpers').ros_skip_reason('vision_msgs') is not None,
-                         reason='rclpy / vision_msgs not importable')
+from ros_helpers import ros_skip_reason  # noqa: E402
+
+needs_ros = pytest.mark.skipif(ros_skip_reason('vision_msgs') is not None, reason='rclpy / vision_msgs missing')
 
 LIFECYCLE_SCRIPT = textwrap.dedent('''
     import json, sys
@@ -143,6 +144,10 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
               (array_to_imgmsg(rgb, 'bgr8'), array_to_imgmsg(depth, '16UC1'), info)]
     for f in frames:
         node._process(f)
+    from string_perception.ros.image_conversion import array_to_compressed_imgmsg
+    node.cfg['image_transport'] = 'compressed'       # normally read at configure; the decode path is per frame
+    node._process((array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8'), array_to_imgmsg(depth, '16UC1'), info))
+    node.cfg['image_transport'] = 'raw'
     snap = node.stats.snapshot()
     out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
@@ -163,7 +168,8 @@ def _run(tmp_path, name, args, timeout=40):
         return rc, proc.log(20000)
 
 
-@ros
+@pytest.mark.ros
+@needs_ros
 def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
     rc, log = _run(tmp_path, 'lifecycle', ['-c', LIFECYCLE_SCRIPT, model_path])
     assert rc == 0, log
@@ -183,12 +189,13 @@ def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
     # (set_parameters applies one parameter at a time, as rclpy does)
     assert out['after_bad'] == [pytest.approx(0.55), pytest.approx(0.2)]
     assert out['bad_inputs'] == {'bad_intrinsics': 1, 'size_mismatch': 1, 'bad_encoding': 1}, log
-    assert out['processed'] == 1
+    assert out['processed'] == 2                     # the bgr8 frame and the compressed (PNG) one
     for kind in ('bad_intrinsics', 'size_mismatch', 'bad_encoding'):     # throttled per kind, not globally
         assert f'bad input ({kind})' in log and 'node continues' in log, log
 
 
-@ros
+@pytest.mark.ros
+@needs_ros
 def test_invalid_start_up_parameters_exit_with_a_clear_message(tmp_path, model_path):
     base = ['-m', 'string_perception.ros.node', '--ros-args', '-p', f'model_path:={model_path}']
     rc, log = _run(tmp_path, 'bad_provider', base + ['-p', 'providers:=["FancyExecutionProvider"]'])
