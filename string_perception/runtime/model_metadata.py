@@ -3,7 +3,9 @@
 All values are strings in the file; structured ones are JSON. Required keys (a model without them cannot be run
 correctly): ``labels``, ``input_height``, ``input_width``, ``patch_size``, ``normalization``, ``coord_mode``,
 ``encoding``, ``embedding_dim``, ``weights_sha256``, ``precision``. Optional keys (parsed and validated when present,
-``None``/empty otherwise): ``output_layout``, ``package_version``, ``data_seed``, ``config_json``.
+``None``/empty otherwise): ``output_layout``, ``package_version``, ``data_seed``, ``config_json``,
+``score_threshold`` (the exporter's recommended operating score threshold, a float in [0, 1]; the node uses it when
+its own ``score_threshold`` parameter is -1).
 Unknown keys are kept in ``extra``. The exporter can build the props with :meth:`ModelMetadata.to_props`.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ['ModelMetadata', 'REQUIRED_KEYS', 'OPTIONAL_KEYS', 'PRECISIONS']
 
 REQUIRED_KEYS = ('labels', 'input_height', 'input_width', 'patch_size', 'normalization', 'coord_mode',
                  'encoding', 'embedding_dim', 'weights_sha256', 'precision')
-OPTIONAL_KEYS = ('output_layout', 'package_version', 'data_seed', 'config_json')
+OPTIONAL_KEYS = ('output_layout', 'package_version', 'data_seed', 'config_json', 'score_threshold')
 PRECISIONS = ('fp32', 'fp16')
 _SHA256 = re.compile(r'^[0-9a-f]{64}$')
 _MAX_SIDE = 16384
@@ -72,6 +74,7 @@ class ModelMetadata:
     package_version: str | None = None
     data_seed: int | None = None
     config: dict | None = None           # the ViTDConfig as a dict (key config_json)
+    score_threshold: float | None = None  # recommended operating threshold in [0, 1]
     extra: dict = field(default_factory=dict)  # unknown keys, verbatim
 
     @property
@@ -145,6 +148,16 @@ class ModelMetadata:
             except ValueError:
                 raise MetadataError(f'metadata key \'data_seed\' must be an integer, got {props["data_seed"]!r:.100}',
                                     key='data_seed') from None
+        score_threshold = None
+        if 'score_threshold' in props and str(props['score_threshold']).strip() not in ('', 'null', 'None'):
+            raw = str(props['score_threshold']).strip()
+            try:
+                score_threshold = float(raw)
+            except ValueError:
+                score_threshold = math.nan
+            if not 0.0 <= score_threshold <= 1.0:  # NaN fails too
+                raise MetadataError(f'metadata key \'score_threshold\' must be a number in [0, 1], got {raw!r:.100}',
+                                    key='score_threshold')
         known = set(REQUIRED_KEYS) | set(OPTIONAL_KEYS)
         return cls(
             labels=tuple(labels), input_height=height, input_width=width, patch_size=patch,
@@ -152,7 +165,7 @@ class ModelMetadata:
             coord_mode=_nonempty_str(props, 'coord_mode'), encoding=_nonempty_str(props, 'encoding'),
             embedding_dim=_positive_int(props, 'embedding_dim'), weights_sha256=sha, precision=precision,
             output_layout=output_layout, package_version=props.get('package_version') or None,
-            data_seed=data_seed, config=config,
+            data_seed=data_seed, config=config, score_threshold=score_threshold,
             extra={k: v for k, v in props.items() if k not in known},
         )
 
@@ -189,6 +202,8 @@ class ModelMetadata:
             props['data_seed'] = str(self.data_seed)
         if self.config is not None:
             props['config_json'] = json.dumps(self.config)
+        if self.score_threshold is not None:
+            props['score_threshold'] = repr(float(self.score_threshold))
         props.update({str(k): str(v) for k, v in self.extra.items()})
         return props
 

@@ -1,0 +1,14 @@
+"""Compile a trained ViTD (STRING -> folded RoPE-Mixed) and export it to ONNX (DESIGN §2, docs/ARCHITECTURE.md).
+
+    deployable.py    DeployableViTD(model, precision): canonical form folded into q/k, fp32 softmax/angles
+    graph_checks.py  forbidden op types (FFT, solve, inverse, expm, complex), fp16 islands
+    metadata.py      metadata_props from the checkpoint (+ weights checksum)
+    to_onnx.py       trace to ONNX (dynamic batch, weights as initializers, checker)
+    verify.py        ONNX Runtime vs PyTorch parity on random and generated test-split frames
+    export_onnx.py   the `string-perception-export` CLI
+
+Needs torch; the runtime (string_perception.runtime) reads what this writes without torch.
+"""
+from .deployable import CompiledRoPEMixed, DeployableViTD, compile_position_encodings
+
+__all__ = ['DeployableViTD', 'CompiledRoPEMixed', 'compile_position_encodings']

@@ -1,0 +1,133 @@
+"""``string-perception-export``: checkpoint -> ONNX file(s) with compiled STRING, metadata, self-verification.
+
+    string-perception-export runs/wc_p8/best.pt --out models/vitd_tiny_cayley.onnx --score-threshold 0.2 --fp16
+
+Steps: load the checkpoint (``torch.load(weights_only=True)``; training, ``release_checkpoint`` and plain
+``save_checkpoint`` files all work), compile the position encoding to folded RoPE-Mixed (``deployable.py``), trace
+to ONNX with a dynamic batch (``to_onnx.py``), write the metadata (labels, input size, patch size, normalisation,
+coordinate mode, encoding, embedding size, output layout, package version, training data seed, weights checksum,
+precision, optional recommended score threshold), run ``onnx.checker``, refuse forbidden ops (FFT, solve, inverse,
+matrix exponential, complex values: ``graph_checks.py``), then compare ONNX Runtime with the original PyTorch model
+on random and generated test-split frames (``verify.py``) and print the max abs differences. ``--fp16`` also writes
+``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in float32) and
+verifies it with its looser bound. ``<out stem>.export.json`` records checksums, file hashes and the parity numbers.
+Exit status 1 when a check fails (the files are left in place for inspection).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import onnx
+import torch
+
+from string_perception.model import load_checkpoint
+
+from .deployable import DeployableViTD
+from .graph_checks import complex_tensors, float16_violations, forbidden_ops
+from .metadata import build_metadata
+from .to_onnx import DEFAULT_OPSET, MIN_OPSET, export_deployable
+from .verify import random_frames, scene_frames, verify_export
+
+__all__ = ['fp16_path', 'export_checkpoint', 'build_parser', 'main']
+
+
+def fp16_path(out: Path) -> Path:
+    return out.with_name(f'{out.stem}_fp16{out.suffix}')
+
+
+def _graph_problems(model: onnx.ModelProto, precision: str) -> list[str]:
+    problems = [f'forbidden op {op} ({why}) at node {name!r}' for name, op, why in forbidden_ops(model)]
+    problems += [f'complex-valued tensor {name!r}' for name in complex_tensors(model)]
+    if precision == 'fp16':
+        problems += [f'{op} node {name!r} runs in {dtype}, must be FLOAT' for name, op, dtype in
+                     float16_violations(model)]
+    return problems
+
+
+def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, fp16: bool = False,
+                      score_threshold: float | None = None, opset: int = DEFAULT_OPSET, verify_frames: int = 2,
+                      threads: int = 1, log=print) -> dict:
+    """Export (and verify) `checkpoint` to `out` (and its fp16 sibling). Returns the record written to
+    ``<out stem>.export.json``; ``record['ok']`` is False when a graph check or a parity bound failed."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    model, config, ckpt = load_checkpoint(checkpoint, map_location='cpu')
+    log(f'{checkpoint}: {config.encoding} ViTD, input {config.image_size[0]}x{config.image_size[1]}, patch '
+        f'{config.patch_size}, width {config.width}, {config.depth} layers, {model.num_parameters():,} parameters, '
+        f'step {ckpt.get("step", "?")}')
+    frames = {'random': random_frames(config, batch=verify_frames),
+              'scenes': scene_frames(config, count=verify_frames)}
+    record = {'checkpoint': str(checkpoint), 'encoding': config.encoding, 'opset': opset, 'files': {}, 'ok': True}
+    targets = [('fp32', out)] + ([('fp16', fp16_path(out))] if fp16 else [])
+    for precision, path in targets:
+        deploy = DeployableViTD(model, precision)
+        meta = build_metadata(config, ckpt, precision=precision, score_threshold=score_threshold)
+        onnx_model, meta = export_deployable(deploy, str(path), meta, opset=opset)
+        problems = _graph_problems(onnx_model, precision)
+        ops = Counter(n.op_type for n in onnx_model.graph.node)
+        log(f'wrote {path} ({path.stat().st_size / 1e6:.2f} MB, {precision}, opset {opset}, '
+            f'{sum(ops.values())} nodes; Cos {ops["Cos"]}, Sin {ops["Sin"]}, Softmax {ops["Softmax"]}), '
+            f'weights_sha256 {meta.weights_sha256}')
+        for p in problems:
+            log(f'  GRAPH CHECK FAILED: {p}')
+        report = verify_export(str(path), model, precision=precision, frames=frames, threads=threads)
+        log(report.table())
+        record['files'][precision] = {
+            'path': str(path), 'file_sha256': hashlib.sha256(path.read_bytes()).hexdigest(),
+            'weights_sha256': meta.weights_sha256, 'metadata': meta.to_props(), 'graph_problems': problems,
+            'parity_max_abs_diff': report.diffs, 'parity_bound': report.bounds, 'parity_ok': report.ok}
+        record['ok'] = record['ok'] and report.ok and not problems
+    record['seconds'] = round(time.perf_counter() - t0, 2)
+    json_path = out.with_name(f'{out.stem}.export.json')
+    json_path.write_text(json.dumps(record, indent=2) + '\n')
+    log(f'wrote {json_path}; {"all checks passed" if record["ok"] else "CHECKS FAILED"} '
+        f'({record["seconds"]:.1f} s)')
+    return record
+
+
+def _threshold(text: str) -> float:
+    v = float(text)
+    if not 0.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f'must be in [0, 1], got {text}')
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='string-perception-export', description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('checkpoint', help='ViTD checkpoint (.pt) from string-perception-train or save_checkpoint')
+    p.add_argument('--out', required=True, help='output ONNX file, e.g. models/vitd_tiny_cayley.onnx')
+    p.add_argument('--fp16', action='store_true', help='also write and verify <out stem>_fp16.onnx')
+    p.add_argument('--score-threshold', type=_threshold, default=None,
+                   help='recommended operating score threshold stored in the metadata (the node uses it when its '
+                        'score_threshold parameter is -1)')
+    p.add_argument('--opset', type=int, default=DEFAULT_OPSET, help=f'ONNX opset (>= {MIN_OPSET})')
+    p.add_argument('--verify-frames', type=int, default=2, help='random and scene frames each for the parity check')
+    p.add_argument('--threads', type=int, default=1, help='torch and ONNX Runtime CPU threads')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.opset < MIN_OPSET:
+        print(f'string-perception-export: --opset must be >= {MIN_OPSET}', file=sys.stderr)
+        return 2
+    if args.verify_frames < 1:
+        print('string-perception-export: --verify-frames must be >= 1', file=sys.stderr)
+        return 2
+    torch.set_num_threads(max(1, args.threads))
+    record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, score_threshold=args.score_threshold,
+                               opset=args.opset, verify_frames=args.verify_frames, threads=args.threads)
+    return 0 if record['ok'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
