@@ -1,0 +1,248 @@
+"""export/: compiled STRING == original model for every encoding, the ONNX graph has no FFT / solve / inverse / expm /
+complex ops, metadata round trip through the runtime, fp32 and fp16 parity, dynamic batch, the CLI on a checkpoint
+written the way string_perception.training.train writes (and releases) them.
+
+Small model (32x48 input, width 32, 2 layers): the whole file runs in seconds with the TorchScript exporter.
+"""
+import json
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper
+
+import string_perception
+from string_perception.encodings import ENCODING_NAMES
+from string_perception.export import export_onnx
+from string_perception.export.deployable import CompiledRoPEMixed, DeployableViTD
+from string_perception.export.graph_checks import (FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,
+                                                   forbidden_ops, op_types)
+from string_perception.export.verify import (FP32_ATOL, TEST_SEED_BASE, random_frames, scene_frames, tolerance,
+                                             verify_export)
+from string_perception.model import ViTDConfig, build_model, load_checkpoint
+from string_perception.runtime.checksum import weights_sha256
+from string_perception.runtime.errors import MetadataError
+from string_perception.runtime.model_metadata import ModelMetadata
+from string_perception.runtime.onnx_runner import OnnxModel
+
+pytestmark = pytest.mark.filterwarnings('ignore::DeprecationWarning')
+
+CPU = ('CPUExecutionProvider',)
+SMALL = dict(image_size=(32, 48), patch_size=8, width=32, depth=2, num_heads=2, class_embed_dim=16, embed_dim=24)
+TRAIN_SEED = 123
+SCORE_THRESHOLD = 0.2
+
+
+def _small_model(encoding: str, seed: int = 0, **overrides):
+    """A small ViTD whose every parameter is perturbed (so Cayley's S != 0, the box head's last layer != 0, ...)."""
+    torch.manual_seed(seed)
+    model = build_model(ViTDConfig(**SMALL, encoding=encoding, **overrides)).eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return model
+
+
+def _reference(model, frames):
+    with torch.no_grad():
+        out = model(*(torch.from_numpy(np.ascontiguousarray(a)) for a in frames))
+    return {k: out[k].numpy() for k in ('boxes', 'logits', 'embedding')}
+
+
+# ------------------------------------------------------------------------------------------------ deployable (torch)
+@pytest.mark.parametrize('encoding', [e for e in ENCODING_NAMES])
+@pytest.mark.parametrize('coord_mode', ['grid_depth', 'camera_xyz'])
+def test_deployable_equals_original(encoding, coord_mode):
+    model = _small_model(encoding, coord_mode=coord_mode)
+    deploy = DeployableViTD(model)
+    frames = random_frames(model.config, batch=2)
+    ref = _reference(model, frames)
+    with torch.no_grad():
+        got = deploy(*(torch.from_numpy(a) for a in frames))
+    for name, value in zip(('boxes', 'logits', 'embedding'), got):
+        np.testing.assert_allclose(value.numpy(), ref[name], atol=2e-5, rtol=0, err_msg=f'{encoding} {name}')
+    pes = [blk.pe for blk in deploy.model.encoder.blocks]
+    if encoding == 'none':
+        assert pes == [None, None]                                         # no rotation at all in the graph
+    else:
+        assert all(isinstance(pe, CompiledRoPEMixed) for pe in pes)
+    q_orig = model.encoder.blocks[0].attn.q_proj.weight
+    q_folded = deploy.model.encoder.blocks[0].attn.q_proj.weight
+    folded = not torch.allclose(q_orig, q_folded, atol=1e-6)
+    assert folded == (encoding in ('cayley', 'circulant', 'dense')), 'a non-trivial basis must change W_q'
+    assert model.encoder.blocks[0].attn.q_proj.weight is not q_folded   # the original model is untouched
+
+
+def test_fold_is_needed():
+    """Dropping the basis (freqs only) changes a Cayley model's outputs: the parity above is not vacuous."""
+    model = _small_model('cayley')
+    deploy = DeployableViTD(model)
+    with torch.no_grad():
+        for blk, orig in zip(deploy.model.encoder.blocks, model.encoder.blocks):
+            blk.attn.q_proj.weight.copy_(orig.attn.q_proj.weight)
+            blk.attn.k_proj.weight.copy_(orig.attn.k_proj.weight)
+    frames = random_frames(model.config)
+    with torch.no_grad():
+        got = deploy(*(torch.from_numpy(a) for a in frames))[1].numpy()
+    assert np.abs(got - _reference(model, frames)['logits']).max() > 1e-3
+
+
+def test_deployable_rejects_unknown_precision():
+    with pytest.raises(ValueError, match='precision'):
+        DeployableViTD(_small_model('rope'), 'int8')
+
+
+# ------------------------------------------------------------------------------------------------ CLI on a checkpoint
+@pytest.fixture(scope='module')
+def exported(tmp_path_factory):
+    """A training checkpoint (optimizer, scheduler, rng, provenance), released, then exported by the CLI."""
+    from string_perception.training.train import TrainConfig, release_checkpoint, save_training_checkpoint
+    d = tmp_path_factory.mktemp('export')
+    model = _small_model('cayley', seed=3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    train_cfg = TrainConfig(seed=TRAIN_SEED, model_overrides=dict(SMALL, encoding='cayley'))
+    save_training_checkpoint(d / 'best.pt', model, model.config, train_cfg, optimizer, scheduler, step=5, best=0.1,
+                             metrics={'avg_best_iou': 0.1})
+    release_checkpoint(d / 'best.pt', d / 'release.pt')
+    out = d / 'models' / 'vitd_small_cayley.onnx'
+    rc = export_onnx.main([str(d / 'release.pt'), '--out', str(out), '--fp16', '--score-threshold',
+                           str(SCORE_THRESHOLD)])
+    record = json.loads(out.with_name('vitd_small_cayley.export.json').read_text())
+    loaded, _, _ = load_checkpoint(d / 'release.pt')
+    return {'rc': rc, 'record': record, 'fp32': out, 'fp16': out.with_name('vitd_small_cayley_fp16.onnx'),
+            'model': loaded, 'train_ckpt': d / 'best.pt', 'dir': d}
+
+
+def test_cli_exports_and_verifies(exported):
+    assert exported['rc'] == 0 and exported['record']['ok']
+    for precision in ('fp32', 'fp16'):
+        assert exported[precision].is_file()
+        entry = exported['record']['files'][precision]
+        assert entry['parity_ok'] and not entry['graph_problems']
+        assert set(entry['parity_max_abs_diff']) == {'random', 'scenes'}
+
+
+@pytest.mark.parametrize('precision', ['fp32', 'fp16'])
+def test_graph_has_no_forbidden_ops(exported, precision):
+    model = onnx.load(str(exported[precision]))
+    assert forbidden_ops(model) == [] and complex_tensors(model) == []
+    ops = op_types(model)
+    assert not ops & set(FORBIDDEN_OP_TYPES)
+    assert {'Cos', 'Sin', 'MatMul', 'Softmax'} <= ops                      # the RoPE-Mixed graph is there
+    assert model.opset_import[0].version >= 17
+
+
+def test_forbidden_op_walk_finds_nested_and_complex_ops():
+    then = helper.make_graph([helper.make_node('DFT', ['x'], ['y'])], 'then', [],
+                             [helper.make_tensor_value_info('y', TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node('Identity', ['x'], ['w'])], 'else', [],
+                              [helper.make_tensor_value_info('w', TensorProto.FLOAT, None)])
+    nodes = [helper.make_node('If', ['c'], ['z'], then_branch=then, else_branch=other),
+             helper.make_node('Cast', ['x'], ['xc'], to=TensorProto.COMPLEX64)]
+    g = helper.make_graph(nodes, 'g', [helper.make_tensor_value_info('c', TensorProto.BOOL, []),
+                                       helper.make_tensor_value_info('x', TensorProto.FLOAT, [4])],
+                          [helper.make_tensor_value_info('z', TensorProto.FLOAT, None)])
+    model = helper.make_model(g)
+    assert [op for _, op, _ in forbidden_ops(model)] == ['DFT']
+    assert any('xc' in n for n in complex_tensors(model))
+
+
+def test_fp16_graph_keeps_angles_and_softmax_in_fp32(exported):
+    model = onnx.load(str(exported['fp16']))
+    assert float16_violations(model) == []
+    by_type = {}
+    for t in model.graph.initializer:
+        by_type[t.data_type] = by_type.get(t.data_type, 0) + int(np.prod(t.dims))
+    assert by_type.get(TensorProto.FLOAT16, 0) > by_type.get(TensorProto.FLOAT, 0)   # mostly fp16 weights
+    fp32 = onnx.load(str(exported['fp32']))
+    assert TensorProto.FLOAT16 not in {t.data_type for t in fp32.graph.initializer}
+    assert exported['fp16'].stat().st_size < 0.85 * exported['fp32'].stat().st_size
+
+
+def test_float16_check_flags_a_half_precision_softmax():
+    g = helper.make_graph([helper.make_node('Softmax', ['x'], ['y'], axis=-1)], 'g',
+                          [helper.make_tensor_value_info('x', TensorProto.FLOAT16, [2, 3])],
+                          [helper.make_tensor_value_info('y', TensorProto.FLOAT16, [2, 3])])
+    assert [(op, t) for _, op, t in float16_violations(helper.make_model(g))] == [('Softmax', 'FLOAT16')]
+
+
+# ------------------------------------------------------------------------------------------------ metadata
+@pytest.mark.parametrize('precision', ['fp32', 'fp16'])
+def test_metadata_round_trip(exported, precision):
+    model = onnx.load(str(exported[precision]))
+    md = ModelMetadata.from_model(model)
+    cfg = exported['model'].config
+    assert md.labels == cfg.class_names and md.input_hw == cfg.image_size and md.patch_size == cfg.patch_size
+    assert md.normalization_mean == cfg.mean and md.normalization_std == cfg.std
+    assert md.coord_mode == cfg.coord_mode and md.encoding == 'cayley' and md.embedding_dim == cfg.embed_dim
+    assert md.precision == precision and md.data_seed == TRAIN_SEED and md.score_threshold == SCORE_THRESHOLD
+    assert md.package_version == string_perception.__version__
+    assert md.weights_sha256 == weights_sha256(model)
+    assert ViTDConfig.from_dict(md.config) == cfg
+    assert md.output_layout['boxes']['fields'] == {'translation': [0, 3], 'rot6d': [3, 9], 'size': [9, 12]}
+    assert md.extra['train_step'] == '5'
+    assert ModelMetadata.from_props(md.to_props()) == md
+    from string_perception.ros.params import effective_score_threshold
+    assert effective_score_threshold(-1.0, md) == SCORE_THRESHOLD
+
+
+@pytest.mark.parametrize('value', ['1.5', '-0.1', 'abc', 'nan'])
+def test_metadata_score_threshold_is_validated(value):
+    from string_perception.runtime.testing import make_tiny_model
+    props = ModelMetadata.from_model(make_tiny_model()).to_props()
+    assert 'score_threshold' not in props and ModelMetadata.from_props(props).score_threshold is None
+    props['score_threshold'] = value
+    with pytest.raises(MetadataError, match=r'\[0, 1\]') as e:
+        ModelMetadata.from_props(props)
+    assert e.value.key == 'score_threshold'
+
+
+def test_training_checkpoint_exports_too(exported, tmp_path):
+    """The unreleased training checkpoint (optimizer/scheduler/rng inside) exports to the same weights."""
+    record = export_onnx.export_checkpoint(exported['train_ckpt'], tmp_path / 'raw.onnx', log=lambda *_: None)
+    assert record['ok']
+    assert record['files']['fp32']['weights_sha256'] == exported['record']['files']['fp32']['weights_sha256']
+
+
+# ------------------------------------------------------------------------------------------------ parity, batch
+@pytest.mark.parametrize('precision', ['fp32', 'fp16'])
+def test_parity_on_scene_frames_and_dynamic_batch(exported, precision):
+    runner = OnnxModel(exported[precision], CPU, intra_op_threads=1, warmup=False)
+    assert runner.metadata.precision == precision
+    graph_in = onnx.load(str(exported[precision])).graph.input
+    assert all(vi.type.tensor_type.shape.dim[0].dim_param == 'B' for vi in graph_in)
+    frames = scene_frames(exported['model'].config, count=3, seed_offset=10)      # seeds 2e9 + 10 ..
+    ref = _reference(exported['model'], frames)
+    batched = runner.run(*frames)
+    for name in ('boxes', 'logits', 'embedding'):
+        diff = np.abs(batched[name] - ref[name]).max()
+        assert diff <= tolerance(precision, ref[name]), (precision, name, diff)
+        if precision == 'fp32':
+            assert diff <= FP32_ATOL
+    for i in range(3):                                                              # batch 1 == row of batch 3
+        single = runner.run(*(a[i:i + 1] for a in frames))
+        for name in ('boxes', 'logits', 'embedding'):
+            np.testing.assert_allclose(single[name][0], batched[name][i], atol=1e-5 if precision == 'fp32' else 2e-3)
+
+
+def test_verification_fails_against_other_weights(exported):
+    other = _small_model('cayley', seed=11)
+    report = verify_export(str(exported['fp32']), other, precision='fp32')
+    assert not report.ok and 'FAILED' in report.table()
+
+
+def test_scene_frames_use_the_test_split():
+    cfg = ViTDConfig(**SMALL)
+    image, depth, K = scene_frames(cfg, count=1)
+    assert image.shape == (1, 32, 48, 3) and image.dtype == np.uint8 and depth.dtype == np.float32
+    assert (depth >= 0).all() and (depth > 0).any() and K.shape == (1, 3, 3)
+    assert TEST_SEED_BASE >= 2_000_000_000
+
+
+def test_cli_rejects_bad_arguments(tmp_path, capsys):
+    assert export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--opset', '16']) == 2
+    with pytest.raises(SystemExit):
+        export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--score-threshold', '2'])
