@@ -14,14 +14,17 @@ The inference-to-metrics pieces are importable (the bag evaluator and the traini
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch only where a checkpoint is run: the bag evaluator reuses the rest without torch
+    import torch
 
 # ----------------------------------------------------------------------------------------------------------------
 # Decoding: model outputs of one image -> detections (the node's decoder)
@@ -53,7 +56,17 @@ def detections_to_arrays(det) -> dict[str, np.ndarray]:
 # Inference over a dataset
 # ----------------------------------------------------------------------------------------------------------------
 
-@torch.no_grad()
+def _no_grad(fn):
+    """``torch.no_grad()`` as a decorator, importing torch on the first call rather than at import time."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        import torch
+        with torch.no_grad():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_no_grad
 def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cpu', batch_size: int = 16,
             decode: dict[str, Any] | None = None, criterion=None, num_workers: int = 0,
             progress: bool = False) -> dict[str, Any]:
@@ -62,6 +75,7 @@ def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cp
     Returns ``{'preds': [per-frame decode_outputs dict], 'gts': [{'params': float64[M,12], 'labels': int64[M]}],
     'seeds': [int], 'losses': {name: mean over batches} (when ``criterion`` is given)}``.
     """
+    import torch
     from torch.utils.data import DataLoader
 
     from string_perception.training.data import collate
@@ -186,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import torch
+
     from string_perception.training.data import SceneDataset
     args = build_parser().parse_args(argv)
     if args.threads > 0:
@@ -240,21 +256,28 @@ def write_figures(out: Path, res: dict, summary: dict, dataset, class_names: Seq
         written.append(plots.plot_pr_curves(curves, out / name, title=f'AP3D @ IoU {thr}', ap=ap))
     if num_draw > 0:
         import cv2
-
-        from string_perception.evaluation import draw
         for i in range(min(num_draw, len(res['preds']))):
             raw = dataset.raw(i)
-            H, W = raw.rgb.shape[:2]
-            image = cv2.resize(raw.rgb, (W * scale, H * scale), interpolation=cv2.INTER_NEAREST)  # [sH,sW,3]
-            K = raw.K.astype(np.float64).copy()
-            K[:2] *= scale
-            K[:2, 2] += (scale - 1) / 2.0              # pixel centres at integer coordinates, before and after
-            img = draw.draw_predictions(image, K, res['preds'][i], res['gts'][i], class_names,
-                                        score_threshold=draw_threshold)
+            img = annotate_frame(raw.rgb, raw.K, res['preds'][i], res['gts'][i], class_names, draw_threshold, scale)
             path = out / f'frame_{res["seeds"][i]}.png'
             cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
             written.append(path)
     return written
+
+
+def annotate_frame(rgb: np.ndarray, K: np.ndarray, pred: dict | None, gt: dict | None, class_names: Sequence[str],
+                   draw_threshold: float, scale: int = 4) -> np.ndarray:
+    """RGB ``uint8[H,W,3]`` upscaled ``scale`` times (nearest) with true (green) and predicted (red, score >=
+    ``draw_threshold``) boxes -> ``uint8[sH,sW,3]``. Either box set may be None."""
+    import cv2
+
+    from string_perception.evaluation import draw
+    H, W = rgb.shape[:2]
+    image = cv2.resize(rgb, (W * scale, H * scale), interpolation=cv2.INTER_NEAREST)   # [sH,sW,3]
+    K = np.asarray(K, np.float64).copy()
+    K[:2] *= scale
+    K[:2, 2] += (scale - 1) / 2.0              # pixel centres at integer coordinates, before and after
+    return draw.draw_predictions(image, K, pred, gt, class_names, score_threshold=draw_threshold)
 
 
 def _json_default(o):
