@@ -181,6 +181,7 @@ class BagFrameReader:
         try:
             self.report = ReadReport(bag=str(self.path), storage=self._storage_name())
             types = {c.topic: c.msgtype for c in self._reader.connections}
+            self.msgtypes = types                                   # topic -> message type, the whole bag
             self.topics, notes = resolve_topics(types, topics)
             self.report.topics, self.report.notes = dict(self.topics), notes
             self._check_topics(types)

@@ -1,0 +1,161 @@
+"""Publish a rosbag2 bag over DDS with its original timing (``string-perception-play``), without ``ros2 bag``.
+
+    string-perception-play data/sample_recording                      # once, real time
+    string-perception-play BAG --rate 0.5 --loop --remap /camera/color/image_raw/compressed:=/cam/rgb/compressed
+    string-perception-play BAG --wait-for-subscribers 2 --topics /camera/depth/image_raw
+
+Messages are published as the CDR bytes stored in the bag (no decoding), spaced as their recorded (receive)
+times divided by ``--rate``. Publishers are reliable KEEP_LAST 10 (best-effort subscribers such as the node's
+camera inputs accept them). The DDS environment is the process's own (``ROS_DOMAIN_ID``, Fast DDS profile);
+``--domain-id`` applies ``ros.dds_env`` (loopback-only profile) first.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .reader import BagError, open_bag
+from .ros_io import message_class, parse_remaps, publisher_qos
+
+__all__ = ['BagPlayer', 'main']
+
+
+class BagPlayer:
+    """Publishers for a bag's topics on ``node``; :meth:`play` publishes its messages in time."""
+
+    def __init__(self, node, bag: str | Path, *, rate: float = 1.0, remaps: dict[str, str] | None = None,
+                 topics: Iterable[str] | None = None, reliability: str = 'reliable'):
+        if not rate > 0:
+            raise ValueError(f'rate must be > 0, got {rate}')
+        self.node, self.bag, self.rate = node, Path(bag), float(rate)
+        remaps = dict(remaps or {})
+        reader = open_bag(self.bag)
+        try:
+            conns = [c for c in reader.connections if topics is None or c.topic in set(topics)]
+            self.duration_ns = reader.duration
+        finally:
+            reader.close()
+        if not conns:
+            raise BagError(f'{self.bag}: none of the topics {sorted(topics or [])} is in the bag')
+        self.publishers = {}
+        self.output_topics = {}
+        for c in conns:
+            if c.topic in self.publishers:
+                continue
+            out = remaps.get(c.topic, c.topic)
+            self.publishers[c.topic] = node.create_publisher(message_class(c.msgtype), out,
+                                                             publisher_qos(reliability))
+            self.output_topics[c.topic] = out
+        self.published = 0
+
+    def wait_for_subscribers(self, count: int = 1, timeout: float = 30.0, topics: Iterable[str] | None = None) -> bool:
+        """Block until every (or each of ``topics``, bag names) publisher has ``count`` subscribers."""
+        pubs = [self.publishers[t] for t in (topics or self.publishers)]
+        deadline = time.monotonic() + timeout
+        while any(p.get_subscription_count() < count for p in pubs):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def play(self, loop: bool = False, should_stop: Callable[[], bool] = lambda: False,
+             on_publish: Callable[[str, bytes], None] | None = None) -> int:
+        """Publish every message once (or forever with ``loop``); returns how many were published.
+        ``on_publish(bag_topic, cdr_bytes)`` is called right after each message is published."""
+        while True:
+            self._play_once(should_stop, on_publish)
+            if not loop or should_stop():
+                return self.published
+
+    def _play_once(self, should_stop: Callable[[], bool], on_publish) -> None:
+        reader = open_bag(self.bag)
+        try:
+            conns = [c for c in reader.connections if c.topic in self.publishers]
+            start_wall, first = time.monotonic(), None
+            for conn, t, raw in _checked(self.bag, reader.messages(conns)):
+                if should_stop():
+                    return
+                first = t if first is None else first
+                delay = start_wall + (t - first) / 1e9 / self.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                data = bytes(raw)
+                self.publishers[conn.topic].publish(data)
+                self.published += 1
+                if on_publish is not None:
+                    on_publish(conn.topic, data)
+        finally:
+            reader.close()
+
+
+def _checked(bag: Path, messages):
+    """The reader's messages; a storage error becomes a :class:`BagError` naming the bag."""
+    it = iter(messages)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise BagError(f'{bag}: reading stopped ({type(e).__name__}: {e}); is the bag truncated?') from e
+        yield item
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='string-perception-play', description=__doc__.split('\n\n')[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('bag', help='rosbag2 folder (sqlite3 or mcap), or a .db3 / .mcap file')
+    p.add_argument('--rate', type=float, default=1.0, help='playback speed factor')
+    p.add_argument('--loop', action='store_true', help='play again and again until Ctrl-C')
+    p.add_argument('--remap', nargs='+', default=[], metavar='FROM:=TO', help='publish topic FROM as TO')
+    p.add_argument('--topics', nargs='+', default=None, help='only these topics (bag names)')
+    p.add_argument('--reliability', choices=('reliable', 'best_effort'), default='reliable')
+    p.add_argument('--wait-for-subscribers', type=int, default=0, metavar='N',
+                   help='wait until every topic has N subscribers before playing')
+    p.add_argument('--wait-timeout', type=float, default=30.0, help='seconds to wait for subscribers')
+    p.add_argument('--domain-id', type=int, default=None,
+                   help='ROS_DOMAIN_ID with the loopback-only DDS profile (default: the environment as it is)')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        remaps = parse_remaps(args.remap)
+    except ValueError as e:
+        print(f'string-perception-play: {e}', file=sys.stderr)
+        return 2
+    if args.domain_id is not None:
+        from ..ros.dds_env import apply_dds_env
+        apply_dds_env(args.domain_id)
+    import rclpy
+    rclpy.init(args=None)
+    node = rclpy.create_node('string_perception_play')
+    try:
+        player = BagPlayer(node, args.bag, rate=args.rate, remaps=remaps, topics=args.topics,
+                           reliability=args.reliability)
+        if args.wait_for_subscribers > 0 and not player.wait_for_subscribers(args.wait_for_subscribers,
+                                                                               args.wait_timeout):
+            print(f'string-perception-play: fewer than {args.wait_for_subscribers} subscriber(s) after '
+                  f'{args.wait_timeout:g} s', file=sys.stderr)
+            return 1
+        print(f'playing {args.bag} ({len(player.publishers)} topics, {player.duration_ns / 1e9:.2f} s at x{args.rate:g})',
+              flush=True)
+        n = player.play(loop=args.loop)
+        print(f'published {n} messages', flush=True)
+        return 0
+    except BagError as e:
+        print(f'string-perception-play: {e}', file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
