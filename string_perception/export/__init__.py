@@ -1,6 +1,6 @@
 """Compile a trained ViTD (STRING -> folded RoPE-Mixed) and export it to ONNX (DESIGN §2, docs/ARCHITECTURE.md).
 
-    deployable.py    DeployableViTD(model, precision): canonical form folded into q/k, fp32 softmax/angles
+    deployable.py    DeployableViTD(model, precision): canonical form folded into q/k, fp32 angles/softmax
     graph_checks.py  forbidden op types (FFT, solve, inverse, expm, complex), fp16 islands
     metadata.py      metadata_props from the checkpoint (+ weights checksum)
     to_onnx.py       trace to ONNX (dynamic batch, weights as initializers, checker)
@@ -9,6 +9,6 @@
 
 Needs torch; the runtime (string_perception.runtime) reads what this writes without torch.
 """
-from .deployable import CompiledRoPEMixed, DeployableViTD, compile_position_encodings
+from .deployable import DeployableViTD, FoldedAttention, compile_position_encodings
 
-__all__ = ['DeployableViTD', 'CompiledRoPEMixed', 'compile_position_encodings']
+__all__ = ['DeployableViTD', 'FoldedAttention', 'compile_position_encodings']

@@ -4,17 +4,22 @@
     boxes, logits, embedding = deploy(image_uint8[B,H,W,3], depth_m[B,H,W], intrinsics[B,3,3])
 
 Every layer's position encoding (none / rope / rope_mixed / cayley / circulant / dense) is replaced by its canonical
-form R(r) = basisᵀ · Rot(freqs · r) · basis: the basis is folded into that layer's query and key projections
-(W ← P W, b ← P b per head) and the layer applies `apply_rope_mixed(·, coords, freqs)` only: no FFT, no linear
-solve, no matrix exponential, no complex numbers in the graph. Layers whose canonical frequencies are all zero
-('none') get no rotation at all. Logits qᵀk are unchanged because Pᵀ cancels (fold.py), v is untouched, so the
-outputs equal the original model's up to float rounding.
+form R(r) = basisᵀ · Rot(freqs · r) · basis (`PositionEncoding.canonical()`): the basis is folded into that layer's
+query and key projections (W ← P W, b ← P b per head, `encodings.fold_basis_into_projection`) and the layer only
+applies the RoPE-Mixed rotation Rot(freqs · r) (the half-split convention of `encodings.apply_rope_mixed`): no FFT,
+no linear solve, no matrix exponential, no complex numbers in the graph. Layers whose canonical frequencies are all
+zero ('none') get no rotation at all. Logits qᵀk are unchanged because Pᵀ cancels (fold.py) and v is untouched,
+so the outputs equal the original model's up to float rounding (test_export.py, every variant).
 
-Attention is written out (MatMul, Softmax, MatMul) instead of `scaled_dot_product_attention` so the softmax can run
-in float32 whatever the activation dtype. precision='fp16' runs the encoder's Linear and LayerNorm layers in
-float16; everything else stays float32: image normalisation and the patch embedding, depth pooling, hole filling,
-back-projection and token coordinates (the tokenizer), the RoPE angles, cos/sin and rotation (`apply_rope_mixed`
-computes in float32 and casts back), the attention softmax, and the heads (metric boxes, logits, embedding).
+`FoldedAttention` is written for the exported graph: q, k, v come from one fused projection whose rows are ordered
+so that the rotation acts on two contiguous slices, the attention scale is folded into W_q, and every reshape uses
+static N, H, Dh (only the batch is dynamic), so a compiled layer costs one MatMul, Cos, Sin and a few elementwise
+ops more than an unrotated one. The softmax runs in float32 whatever the activation dtype.
+
+precision='fp16' runs the encoder's Linear and LayerNorm layers in float16; everything else stays float32: image
+normalisation and the patch embedding, depth pooling, hole filling, back-projection and token coordinates (the
+tokenizer), the RoPE angles, cos/sin and rotation, the attention softmax, and the heads (metric boxes, logits,
+embedding).
 """
 from __future__ import annotations
 
@@ -24,68 +29,108 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from string_perception.encodings import apply_rope_mixed, fold_basis_into_projection
+from string_perception.encodings import fold_basis_into_projection
 from string_perception.model.vit import Attention
 from string_perception.model.vitd import ViTD
 
-__all__ = ['DeployableViTD', 'CompiledRoPEMixed', 'Float32SoftmaxAttention', 'compile_position_encodings',
-           'PRECISIONS', 'OUTPUT_NAMES']
+__all__ = ['DeployableViTD', 'FoldedAttention', 'compile_position_encodings', 'PRECISIONS', 'OUTPUT_NAMES']
 
 PRECISIONS = ('fp32', 'fp16')
 OUTPUT_NAMES = ('boxes', 'logits', 'embedding')
 
 
-class CompiledRoPEMixed(nn.Module):
-    """The only position-encoding op of the exported graph: x[B,H,N,Dh] -> Rot(freqs · r) x (float32 angles)."""
+class FoldedAttention(nn.Module):
+    """One compiled attention layer: a single fused projection, RoPE-Mixed on q and k, softmax in float32.
 
-    def __init__(self, freqs: Tensor):
+    Built from a trained `Attention` and its layer's canonical form (basis P [H,Dh,Dh], freqs Λ [H,Dh/2,dc]):
+    W_q ← s·P W_q, W_k ← P W_k (s = Dh^-1/2, the attention scale), and the output features of `qkv` [3D] are
+    ordered [q1 | k1 | q2 | k2 | v], q1 = the first halves (dims u < Dh/2) of every head, q2 the second halves.
+    The half-split rotation x1' = x1·cos θ − x2·sin θ, x2' = x1·sin θ + x2·cos θ then acts on two contiguous
+    slices viewed as [B,N,2 (q,k),H·Dh/2], with θ = r · F [B,N,1,H·Dh/2] (F [dc, H·Dh/2] = Λ of every head)
+    broadcast over q and k: one MatMul, Cos, Sin (once for q and k), four Mul, Add, Sub per layer (the angles,
+    cos/sin and rotation in float32 whatever the weights' dtype), and no shape arithmetic (N, H, Dh are static;
+    only the batch is dynamic). Within a head the rotated q and k are laid
+    out [x1', x2'], the unrotated ones [x1, x2]: the same order for q and k, so qᵀk is unchanged.
+    """
+
+    def __init__(self, attn: Attention, basis: Tensor | None, freqs: Tensor | None, num_tokens: int):
         super().__init__()
-        self.register_buffer('freqs', freqs.detach().float().contiguous())   # [H, Dh/2, dc]
-
-    def forward(self, x: Tensor, coords: Tensor) -> Tensor:
-        return apply_rope_mixed(x, coords, self.freqs)
-
-
-class Float32SoftmaxAttention(Attention):
-    """`Attention` with the same weights, attention written out and the softmax always in float32."""
-
-    @classmethod
-    def from_attention(cls, attn: Attention) -> 'Float32SoftmaxAttention':
-        dim = attn.q_proj.in_features
-        new = cls(dim, attn.num_heads, qkv_bias=attn.q_proj.bias is not None)
-        new.load_state_dict(attn.state_dict())
-        return new.to(attn.q_proj.weight.device)
+        H, Dh = attn.num_heads, attn.head_dim
+        D, half = H * Dh, Dh // 2
+        self.num_heads, self.head_dim, self.num_tokens = H, Dh, num_tokens
+        self.rotates = freqs is not None and bool(freqs.abs().max() > 0)
+        with torch.no_grad():
+            wq, bq = _weight_bias(attn.q_proj)
+            wk, bk = _weight_bias(attn.k_proj)
+            wv, bv = _weight_bias(attn.v_proj)
+            if basis is not None:
+                wq, bq = fold_basis_into_projection(wq, bq, basis)
+                wk, bk = fold_basis_into_projection(wk, bk, basis)
+            scale = Dh ** -0.5
+            wq, bq = wq * scale, bq * scale
+            if self.rotates:
+                def halves(t: Tensor) -> tuple[Tensor, Tensor]:   # [D, ...] -> first / second halves per head
+                    t = t.reshape(H, 2, half, *t.shape[1:])
+                    return t[:, 0].reshape(H * half, *t.shape[3:]), t[:, 1].reshape(H * half, *t.shape[3:])
+                (wq1, wq2), (wk1, wk2), (bq1, bq2), (bk1, bk2) = halves(wq), halves(wk), halves(bq), halves(bk)
+                weight = torch.cat([wq1, wk1, wq2, wk2, wv])                      # [3D, D_in]
+                bias = torch.cat([bq1, bk1, bq2, bk2, bv])                        # [3D]
+                lam = freqs.to(torch.float64).reshape(H * half, -1).T             # [dc, H*Dh/2]
+                self.register_buffer('freqs', lam.float().contiguous())           # [dc, H*Dh/2]
+            else:
+                weight, bias = torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv])
+        self.qkv = nn.Linear(weight.shape[1], 3 * D).to(weight.device)
+        with torch.no_grad():
+            self.qkv.weight.copy_(weight)
+            self.qkv.bias.copy_(bias)
+        self.proj = copy.deepcopy(attn.proj)
 
     def forward(self, x: Tensor, coords: Tensor | None = None, pe=None) -> Tensor:
-        B, N, D = x.shape
-        q = self._heads(self.q_proj(x))                                   # [B,H,N,Dh]
-        k = self._heads(self.k_proj(x))                                   # [B,H,N,Dh]
-        v = self._heads(self.v_proj(x))                                   # [B,H,N,Dh]
-        if pe is not None:
-            q = pe(q, coords)
-            k = pe(k, coords)
-        q = q * (self.head_dim ** -0.5)                                   # scale first: fp16 scores stay small
+        """x: [B,N,D] (float32 or float16); coords: [B,N,dc] float32. `pe` is ignored (compiled in)."""
+        N, H, Dh = self.num_tokens, self.num_heads, self.head_dim
+        D = H * Dh
+        dt = x.dtype
+        qkv = self.qkv(x)                                                 # [B,N,3D]
+        if self.rotates:
+            theta = (coords @ self.freqs).unsqueeze(2)                    # [B,N,1,H*Dh/2] float32
+            cos, sin = theta.cos(), theta.sin()
+            x1 = qkv[..., :D].reshape(-1, N, 2, D // 2)                   # [B,N,2 (q,k),H*Dh/2] first halves
+            x2 = qkv[..., D:2 * D].reshape(-1, N, 2, D // 2)              # second halves
+            if dt != torch.float32:
+                x1, x2 = x1.float(), x2.float()
+            r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos             # [B,N,2,H*Dh/2] each
+            if dt != torch.float32:
+                r1, r2 = r1.to(dt), r2.to(dt)
+            qk = torch.cat([r1.reshape(-1, N, 2, H, Dh // 2), r2.reshape(-1, N, 2, H, Dh // 2)], dim=-1)
+        else:
+            qk = qkv[..., :2 * D].reshape(-1, N, 2, H, Dh)
+        qk = qk.permute(2, 0, 3, 1, 4)                                    # [2,B,H,N,Dh]
+        q, k = qk[0], qk[1]                                               # [B,H,N,Dh], q pre-scaled
+        v = qkv[..., 2 * D:].reshape(-1, N, H, Dh).transpose(1, 2)        # [B,H,N,Dh]
         scores = q @ k.transpose(-1, -2)                                  # [B,H,N,N]
-        weights = F.softmax(scores.float(), dim=-1).to(v.dtype)           # [B,H,N,N], softmax in float32
-        out = (weights @ v).transpose(1, 2).reshape(B, N, D)              # [B,N,D]
+        if dt != torch.float32:
+            scores = scores.float()
+        weights = F.softmax(scores, dim=-1)                               # float32 softmax
+        if dt != torch.float32:
+            weights = weights.to(dt)
+        out = (weights @ v).transpose(1, 2).reshape(-1, N, D)             # [B,N,D]
         return self.proj(out)
 
 
+def _weight_bias(linear: nn.Linear) -> tuple[Tensor, Tensor]:
+    w = linear.weight.detach()
+    b = linear.bias.detach() if linear.bias is not None else torch.zeros(w.shape[0], dtype=w.dtype, device=w.device)
+    return w, b
+
+
 def compile_position_encodings(model: ViTD) -> None:
-    """In place: fold each block's canonical basis into q/k and swap its encoding for `CompiledRoPEMixed`
-    (or None when all its frequencies are zero), attention for `Float32SoftmaxAttention`."""
-    with torch.no_grad():
-        for blk in model.encoder.blocks:
-            attn = blk.attn
-            if blk.pe is not None:
-                form = blk.pe.canonical()                                 # basis [H,Dh,Dh], freqs [H,Dh/2,dc]
-                for proj in (attn.q_proj, attn.k_proj):
-                    w, b = fold_basis_into_projection(proj.weight, proj.bias, form.basis)
-                    proj.weight.copy_(w)
-                    if b is not None:
-                        proj.bias.copy_(b)
-                blk.pe = CompiledRoPEMixed(form.freqs) if bool(form.freqs.abs().max() > 0) else None
-            blk.attn = Float32SoftmaxAttention.from_attention(attn)
+    """In place: replace each block's attention by a `FoldedAttention` built from its canonical form and drop the
+    block's position encoding (it lives in the attention's weights and `freqs` now)."""
+    for blk in model.encoder.blocks:
+        form = blk.pe.canonical() if blk.pe is not None else None
+        blk.attn = FoldedAttention(blk.attn, None if form is None else form.basis,
+                                   None if form is None else form.freqs, model.config.num_tokens)
+        blk.pe = None
 
 
 class DeployableViTD(nn.Module):
@@ -101,7 +146,7 @@ class DeployableViTD(nn.Module):
         self.model = copy.deepcopy(model).float().eval()
         compile_position_encodings(self.model)
         self.encoder_dtype = torch.float16 if precision == 'fp16' else torch.float32
-        for m in self.model.encoder.modules():                            # freqs buffers stay float32
+        for m in self.model.encoder.modules():                            # `freqs` buffers stay float32
             if isinstance(m, (nn.Linear, nn.LayerNorm)):
                 m.to(self.encoder_dtype)
 
