@@ -6,9 +6,9 @@
             ...
         print('\\n'.join(bag.report.lines()))
 
-Matching follows the node: every colour frame takes the depth image and the CameraInfo whose header stamps are
-nearest to its own, each within ``slop_s`` (default: the node's ``sync_slop``); a depth image serves one colour
-frame at most. Ground truth (vision_msgs/Detection3DArray) is matched the same way. A frame that cannot be used
+Matching uses the node's tolerance: colour and depth images are paired one to one by header stamp within
+``slop_s`` (default: the node's ``sync_slop``), closest pairs first; each frame takes the CameraInfo whose stamp
+is nearest to its colour stamp, within the slop too. Ground truth (vision_msgs/Detection3DArray) is matched the same way. A frame that cannot be used
 (no depth / CameraInfo within the slop, an undecodable or unsupported colour or depth encoding, a corrupt
 message) is skipped and counted by kind in :class:`ReadReport`, with one example message per kind; everything
 else is still yielded. A bag that cannot be opened or read (missing, truncated, corrupt) raises
@@ -133,23 +133,26 @@ def header_of(raw: bytes | memoryview) -> tuple[int, str]:
     return sec * 1_000_000_000 + nanosec, bytes(buf[16:16 + n - 1]).decode('utf-8', 'replace')
 
 
-def _nearest(stamps: list[int], t: int, slop_ns: int, used: set[int] | None = None) -> int | None:
-    """Index of the stamp nearest to ``t`` within ``slop_ns`` (sorted ``stamps``; skipping ``used``)."""
+def _nearest(stamps: list[int], t: int, slop_ns: int) -> int | None:
+    """Index of the stamp nearest to ``t`` within ``slop_ns`` (``stamps`` sorted), None if there is none."""
     i = bisect.bisect_left(stamps, t)
-    best, best_dt = None, slop_ns + 1
-    lo, hi = i - 1, i
-    while lo >= 0 and t - stamps[lo] <= slop_ns:       # walk outwards past used entries
-        if used is None or lo not in used:
-            best, best_dt = lo, t - stamps[lo]
-            break
-        lo -= 1
-    while hi < len(stamps) and stamps[hi] - t <= slop_ns:
-        if used is None or hi not in used:
-            if stamps[hi] - t < best_dt:
-                best = hi
-            break
-        hi += 1
-    return best
+    near = [j for j in (i - 1, i) if 0 <= j < len(stamps) and abs(stamps[j] - t) <= slop_ns]
+    return min(near, key=lambda j: (abs(stamps[j] - t), j)) if near else None
+
+
+def _match_one_to_one(a: list[int], b: list[int], slop_ns: int) -> dict[int, int]:
+    """Pairs ``a[i] <-> b[j]`` (sorted stamps) within ``slop_ns``, each used once, closest pairs first (so a
+    missing or late message never shifts its neighbours' partners) -> ``{i: j}``."""
+    pairs = []
+    for i, t in enumerate(a):
+        lo, hi = bisect.bisect_left(b, t - slop_ns), bisect.bisect_right(b, t + slop_ns)
+        pairs += [(abs(b[j] - t), i, j) for j in range(lo, hi)]
+    out, used = {}, set()
+    for _, i, j in sorted(pairs):
+        if i not in out and j not in used:
+            out[i] = j
+            used.add(j)
+    return out
 
 
 @dataclass
@@ -260,10 +263,10 @@ class BagFrameReader:
         depth_t = [s for s, _, _ in stamps['depth']]
         info_t = [s for s, _ in small['camera_info']]
         gt_t = [s for s, _ in small['ground_truth']]
-        used_depth: set[int] = set()
+        depth_of = _match_one_to_one([s for s, _, _ in stamps['image']], depth_t, self.slop_ns)
         plans = []
         for index, (stamp, frame_id, key) in enumerate(stamps['image']):
-            d = _nearest(depth_t, stamp, self.slop_ns, used_depth)
+            d = depth_of.get(index)
             if d is None:
                 self.report.skip('no_depth', f'colour stamp {_fmt(stamp)}: {_gap(depth_t, stamp)}')
                 continue
@@ -274,7 +277,6 @@ class BagFrameReader:
                     self.report.skip('no_camera_info', f'colour stamp {_fmt(stamp)}: {_gap(info_t, stamp)}')
                     continue
                 info = small['camera_info'][i][1]
-            used_depth.add(d)
             g = _nearest(gt_t, stamp, self.slop_ns) if gt_t else None
             plans.append(_Plan(index, stamp, frame_id, key[0], key, stamps['depth'][d][2], info,
                                None if g is None else small['ground_truth'][g][1]))

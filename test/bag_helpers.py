@@ -1,0 +1,60 @@
+"""Small rosbag2 bags of generated test-split frames for the bag tests (ROS-free: rosbags only)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from string_perception import box_ops
+from string_perception.bags import messages as M
+from string_perception.bags.topics import DEFAULT_TOPICS
+from string_perception.bags.writer import BagWriter
+from string_perception.scenes import CLASS_NAMES, SceneConfig, generate_frame
+
+FIRST_SEED, H, W = 2_000_900_000, 96, 128
+START_NS, PERIOD_NS = 1_700_000_000 * 10**9, 33_333_333
+FRAME_ID = 'camera_color_optical_frame'
+
+
+def frames(n: int, first_seed: int = FIRST_SEED):
+    cfg = SceneConfig(height=H, width=W)
+    return [generate_frame(first_seed + i, cfg) for i in range(n)]
+
+
+def ground_truth(f) -> dict:
+    """The metrics' ground-truth format for a generated frame."""
+    return {'params': box_ops.encode_box_params(f.translations, f.rotations, f.sizes).reshape(-1, 12),
+            'labels': np.asarray(f.labels, np.int64)}
+
+
+def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8', depth: str = '16UC1',
+              camera_info: bool = True, gt: bool = True, depth_offset_ns=None, colour_encoding: str | None = None,
+              depth_encoding: str | None = None) -> Path:
+    """One bag: colour (rgb8 raw Image, or 'png'/'jpeg' CompressedImage), depth (16UC1 mm or 32FC1 m),
+    CameraInfo, ground truth. ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the
+    encoding field (to make unsupported-encoding frames)."""
+    with BagWriter(path, storage=storage) as bag:
+        for i, f in enumerate(fs):
+            stamp = START_NS + i * PERIOD_NS
+            if colour == 'rgb8':
+                c = M.image_msg(f.rgb, 'rgb8', stamp, FRAME_ID)
+                if colour_encoding:
+                    c.encoding = colour_encoding
+                bag.write(DEFAULT_TOPICS.image, c, stamp + 5_000_000)
+            else:
+                bag.write(DEFAULT_TOPICS.compressed_image, M.compressed_image_msg(f.rgb, colour, stamp, FRAME_ID),
+                          stamp + 5_000_000)
+            dstamp = stamp + (depth_offset_ns(i) if depth_offset_ns else 0)
+            d = (M.image_msg(f.depth_mm, '16UC1', dstamp, FRAME_ID) if depth == '16UC1' else
+                 M.image_msg(f.depth_mm.astype(np.float32) / 1000.0, '32FC1', dstamp, FRAME_ID))
+            if depth_encoding:
+                d.encoding = depth_encoding
+            bag.write(DEFAULT_TOPICS.depth, d, stamp + 4_000_000)
+            if camera_info:
+                bag.write(DEFAULT_TOPICS.camera_info, M.camera_info_msg(f.K, H, W, stamp, FRAME_ID), stamp + 3_000_000)
+            if gt:
+                names = [CLASS_NAMES[int(k)] for k in f.labels]
+                bag.write(DEFAULT_TOPICS.ground_truth,
+                          M.detections_msg(f.translations, f.rotations, f.sizes, names, None, stamp, FRAME_ID),
+                          stamp + 6_000_000)
+    return path
