@@ -239,3 +239,21 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--opset', '16']) == 2
     with pytest.raises(SystemExit):
         export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--score-threshold', '2'])
+
+
+@pytest.mark.slow
+def test_accuracy_of_exports_on_the_test_split(tmp_path):
+    """--eval-frames scores PyTorch and both files through the evaluator; an untrained model with a high class
+    prior predicts its box priors (patch points, 0.15 m cubes), which overlap some objects: non-zero IoU."""
+    torch.manual_seed(0)
+    model = build_model(ViTDConfig(**SMALL, encoding='cayley', class_prior_prob=0.5, size_prior=0.15))
+    from string_perception.model import save_checkpoint
+    save_checkpoint(tmp_path / 'prior.pt', model)
+    record = export_onnx.export_checkpoint(tmp_path / 'prior.pt', tmp_path / 'prior.onnx', fp16=True,
+                                           eval_frames=6, log=lambda *_: None)
+    acc = record['accuracy']
+    assert acc['pytorch']['avg_best_iou_agnostic'] > 0.05
+    for key, value in acc['pytorch'].items():
+        assert abs(acc['onnx_fp32'][key] - value) <= 1e-4, key
+        assert abs(acc['fp16_minus_fp32'][key]) <= 0.02, key
+    assert json.loads((tmp_path / 'prior.export.json').read_text())['accuracy'] == acc

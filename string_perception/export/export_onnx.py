@@ -10,7 +10,9 @@ precision, optional recommended score threshold), run ``onnx.checker``, refuse f
 matrix exponential, complex values: ``graph_checks.py``), then compare ONNX Runtime with the original PyTorch model
 on random and generated test-split frames (``verify.py``) and print the max abs differences. ``--fp16`` also writes
 ``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in float32) and
-verifies it with its looser bound. ``<out stem>.export.json`` records checksums, file hashes and the parity numbers.
+verifies it with its looser bound. ``--eval-frames N`` also scores PyTorch and every written file on N test-split
+frames (``accuracy.py``: avg best 3D IoU, AP3D) and prints fp16 − fp32. ``<out stem>.export.json`` records
+checksums, file hashes, the parity numbers and those metrics.
 Exit status 1 when a check fails (the files are left in place for inspection).
 """
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _graph_problems(model: onnx.ModelProto, precision: str) -> list[str]:
 
 def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, fp16: bool = False,
                       score_threshold: float | None = None, opset: int = DEFAULT_OPSET, verify_frames: int = 2,
-                      threads: int = 1, log=print) -> dict:
+                      eval_frames: int = 0, threads: int = 1, log=print) -> dict:
     """Export (and verify) `checkpoint` to `out` (and its fp16 sibling). Returns the record written to
     ``<out stem>.export.json``; ``record['ok']`` is False when a graph check or a parity bound failed."""
     out = Path(out)
@@ -85,12 +87,30 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
             'weights_sha256': meta.weights_sha256, 'metadata': meta.to_props(), 'graph_problems': problems,
             'parity_max_abs_diff': report.diffs, 'parity_bound': report.bounds, 'parity_ok': report.ok}
         record['ok'] = record['ok'] and report.ok and not problems
+    if eval_frames > 0:
+        record['accuracy'] = _accuracy(model, ckpt, targets, eval_frames, score_threshold, threads, log)
     record['seconds'] = round(time.perf_counter() - t0, 2)
     json_path = out.with_name(f'{out.stem}.export.json')
     json_path.write_text(json.dumps(record, indent=2) + '\n')
     log(f'wrote {json_path}; {"all checks passed" if record["ok"] else "CHECKS FAILED"} '
         f'({record["seconds"]:.1f} s)')
     return record
+
+
+def _accuracy(model, ckpt, targets, eval_frames, score_threshold, threads, log) -> dict:
+    from .accuracy import evaluate_exports
+    t0 = time.perf_counter()
+    results = evaluate_exports(model, ckpt, {f'onnx_{prec}': path for prec, path in targets},
+                               num_frames=eval_frames, operating_threshold=score_threshold, threads=threads)
+    keys = list(next(iter(results.values())))
+    log(f'test split, {eval_frames} frames ({time.perf_counter() - t0:.0f} s):  ' + '  '.join(keys))
+    for name, headline in results.items():
+        log(f'  {name:<10} ' + '  '.join(f'{headline[k]:.4f}' for k in keys))
+    if 'onnx_fp16' in results:
+        delta = {k: results['onnx_fp16'][k] - results['onnx_fp32'][k] for k in keys}
+        log('  fp16-fp32  ' + '  '.join(f'{delta[k]:+.4f}' for k in keys))
+        results['fp16_minus_fp32'] = delta
+    return results
 
 
 def _threshold(text: str) -> float:
@@ -111,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
                         'score_threshold parameter is -1)')
     p.add_argument('--opset', type=int, default=DEFAULT_OPSET, help=f'ONNX opset (>= {MIN_OPSET})')
     p.add_argument('--verify-frames', type=int, default=2, help='random and scene frames each for the parity check')
+    p.add_argument('--eval-frames', type=int, default=0,
+                   help='also score PyTorch and the exported files on this many test-split frames (0: skip)')
     p.add_argument('--threads', type=int, default=1, help='torch and ONNX Runtime CPU threads')
     return p
 
@@ -125,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(max(1, args.threads))
     record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, score_threshold=args.score_threshold,
-                               opset=args.opset, verify_frames=args.verify_frames, threads=args.threads)
+                               opset=args.opset, verify_frames=args.verify_frames,
+                               eval_frames=max(0, args.eval_frames), threads=args.threads)
     return 0 if record['ok'] else 1
 
 
