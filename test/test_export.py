@@ -82,6 +82,24 @@ def test_fold_is_needed(encoding, monkeypatch):
     assert np.abs(got - _reference(model, frames)['logits']).max() > 1e-3
 
 
+@pytest.mark.parametrize('overrides', [dict(use_depth=False), dict(shared_across_heads=True),
+                                       dict(use_depth=False, translation_mode='absolute', encoding='circulant')])
+def test_rgb_vit_and_shared_heads_export(tmp_path, overrides):
+    """RGB-only ViT (2D coordinates; depth, and in 'absolute' mode K, unused) and head-shared encodings export
+    with the full three-input contract and match PyTorch."""
+    from string_perception.export.metadata import build_metadata
+    from string_perception.export.to_onnx import export_deployable
+    overrides = dict(overrides)
+    model = _small_model(overrides.pop('encoding', 'cayley'), **overrides)
+    path = tmp_path / 'm.onnx'
+    export_deployable(DeployableViTD(model), str(path), build_metadata(model.config, {}, precision='fp32'))
+    runner = OnnxModel(path, CPU, intra_op_threads=1)
+    frames = random_frames(model.config, batch=3)
+    got, ref = runner.run(*frames), _reference(model, frames)
+    for name in ref:
+        np.testing.assert_allclose(got[name], ref[name], atol=FP32_ATOL, rtol=0, err_msg=name)
+
+
 def test_deployable_rejects_unknown_precision():
     with pytest.raises(ValueError, match='precision'):
         DeployableViTD(_small_model('rope'), 'int8')
@@ -257,3 +275,15 @@ def test_accuracy_of_exports_on_the_test_split(tmp_path):
         assert abs(acc['onnx_fp32'][key] - value) <= 1e-4, key
         assert abs(acc['fp16_minus_fp32'][key]) <= 0.02, key
     assert json.loads((tmp_path / 'prior.export.json').read_text())['accuracy'] == acc
+
+
+def test_pipeline_runs_the_exported_file(exported):
+    """The node's pipeline on a camera-sized frame (resized to 32x48 by preprocess) with the default provider list:
+    falls back to the CPU (no GPU here) and gives the model's embedding size and finite detections."""
+    from string_perception.runtime.pipeline import Pipeline
+    from string_perception.scenes import SceneConfig, generate_frame
+    frame = generate_frame(TEST_SEED_BASE + 99, SceneConfig(height=96, width=144))
+    pipe = Pipeline(exported['fp32'], score_threshold=0.0, intra_op_threads=1)
+    result = pipe(frame.rgb, frame.depth_mm, frame.K)
+    assert result.input_hw == (32, 48) and result.embedding.shape == (exported['model'].config.embed_dim,)
+    assert np.isfinite(result.embedding).all() and len(result.detections.scores) > 0

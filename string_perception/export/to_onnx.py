@@ -6,7 +6,8 @@ torch 2.13: the ViTD with 32x48 input, width 32, 2 layers exports in ~0.7 s with
 exporter (same ops after ORT's optimisations, both within 2e-6 of PyTorch); the tiny preset in ~1 s. The model has
 no data-dependent control flow (depth_tokens.py is written for tracing), so tracing loses nothing.
 The tracer leaves some weights (e.g. biases after constant folding) in `Constant` nodes; they are moved to graph
-initializers so that `weights_sha256` covers every weight.
+initializers so that `weights_sha256` covers every weight. Inputs the model ignores are dropped by the tracer and
+put back (unused) so every file has the same three inputs.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import warnings
 
 import onnx
 import torch
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from string_perception.runtime.model_metadata import ModelMetadata
 
@@ -23,7 +24,7 @@ from .deployable import OUTPUT_NAMES, DeployableViTD
 from .metadata import stamp_metadata
 
 __all__ = ['INPUT_NAMES', 'DEFAULT_OPSET', 'MIN_OPSET', 'example_inputs', 'trace_to_onnx',
-           'constants_to_initializers', 'export_deployable']
+           'constants_to_initializers', 'restore_unused_inputs', 'export_deployable']
 
 INPUT_NAMES = ('image', 'depth', 'intrinsics')
 DEFAULT_OPSET = 18
@@ -70,12 +71,27 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     return moved
 
 
+def restore_unused_inputs(model: onnx.ModelProto, height: int, width: int) -> list[str]:
+    """The tracer drops inputs the model ignores (depth for an RGB ViT, and K in its 'absolute' mode); put them back
+    (unused) so every file has the three-input contract. Returns the names added."""
+    spec = {'image': (TensorProto.UINT8, ['B', height, width, 3]), 'depth': (TensorProto.FLOAT, ['B', height, width]),
+            'intrinsics': (TensorProto.FLOAT, ['B', 3, 3])}
+    present = {vi.name: vi for vi in model.graph.input}
+    added = [name for name in INPUT_NAMES if name not in present]
+    ordered = [present.get(name) or helper.make_tensor_value_info(name, *spec[name]) for name in INPUT_NAMES]
+    ordered += [vi for name, vi in present.items() if name not in INPUT_NAMES]
+    del model.graph.input[:]
+    model.graph.input.extend(ordered)
+    return added
+
+
 def export_deployable(deploy: DeployableViTD, path: str, metadata: ModelMetadata,
                       opset: int = DEFAULT_OPSET) -> tuple[onnx.ModelProto, ModelMetadata]:
     """Trace `deploy`, store weights as initializers, stamp `metadata` (+ checksum), check and save to `path`."""
     if metadata.precision != deploy.precision:
         raise ValueError(f'metadata precision {metadata.precision!r} != model precision {deploy.precision!r}')
     model = trace_to_onnx(deploy, opset)
+    restore_unused_inputs(model, *deploy.config.image_size)
     constants_to_initializers(model)
     model.producer_name = 'string_perception.export'
     model.doc_string = (f'ViTD ({deploy.config.encoding} compiled to folded RoPE-Mixed), {deploy.precision}; '
