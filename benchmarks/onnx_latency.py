@@ -103,7 +103,8 @@ def build_cases(args, out_dir: Path) -> tuple[list[Case], list[str]]:
                     runner = OnnxModel(path, (prov,), intra_op_threads=args.threads, cpu_fallback=False,
                                        use_io_binding=args.io_binding, trt_fp16=precision == 'fp16')
                 except ModelLoadError as e:
-                    notes.append(f'{short} {variant} {precision}: not run ({e.kind}: {str(e)[:160]})')
+                    reason = e.message.split('(', 1)[-1].rstrip(')')   # the per-provider reasons
+                    notes.append(f'{short} {variant} {precision}: not run ({e.kind}: {reason[:200]})')
                     continue
                 cases.append(Case(f'ort:{short}:{variant}:{precision}', lambda r=runner: r.run(*frames)))
             if precision == 'fp32' and variant in args.torch_variants:

@@ -49,8 +49,8 @@ class FoldedAttention(nn.Module):
     slices viewed as [B,N,2 (q,k),H·Dh/2], with θ = r · F [B,N,1,H·Dh/2] (F [dc, H·Dh/2] = Λ of every head)
     broadcast over q and k: one MatMul, Cos, Sin (once for q and k), four Mul, Add, Sub per layer (the angles,
     cos/sin and rotation in float32 whatever the weights' dtype), and no shape arithmetic (N, H, Dh are static;
-    only the batch is dynamic). Within a head the rotated q and k are laid
-    out [x1', x2'], the unrotated ones [x1, x2]: the same order for q and k, so qᵀk is unchanged.
+    only the batch is dynamic). Within a head the rotated q and k are laid out [x1', x2'], the unrotated ones
+    [x1, x2]: the same order for q and k, so qᵀk is unchanged.
     """
 
     def __init__(self, attn: Attention, basis: Tensor | None, freqs: Tensor | None, num_tokens: int):
