@@ -53,6 +53,9 @@ class BagPlayer:
 
     def wait_for_subscribers(self, count: int = 1, timeout: float = 30.0, topics: Iterable[str] | None = None) -> bool:
         """Block until every (or each of ``topics``, bag names) publisher has ``count`` subscribers."""
+        unknown = set(topics or ()) - set(self.publishers)
+        if unknown:
+            raise BagError(f'{self.bag}: not played, so cannot wait for subscribers: {", ".join(sorted(unknown))}')
         pubs = [self.publishers[t] for t in (topics or self.publishers)]
         deadline = time.monotonic() + timeout
         while any(p.get_subscription_count() < count for p in pubs):
@@ -115,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--reliability', choices=('reliable', 'best_effort'), default='reliable')
     p.add_argument('--wait-for-subscribers', type=int, default=0, metavar='N',
                    help='wait until every topic has N subscribers before playing')
+    p.add_argument('--wait-topics', nargs='+', default=None, metavar='TOPIC',
+                   help='only these (bag) topics need the N subscribers (default: every played topic)')
     p.add_argument('--wait-timeout', type=float, default=30.0, help='seconds to wait for subscribers')
     p.add_argument('--domain-id', type=int, default=None,
                    help='ROS_DOMAIN_ID with the loopback-only DDS profile (default: the environment as it is)')
@@ -137,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         player = BagPlayer(node, args.bag, rate=args.rate, remaps=remaps, topics=args.topics,
                            reliability=args.reliability)
-        if args.wait_for_subscribers > 0 and not player.wait_for_subscribers(args.wait_for_subscribers,
-                                                                               args.wait_timeout):
+        if args.wait_for_subscribers > 0 and not player.wait_for_subscribers(
+                args.wait_for_subscribers, args.wait_timeout, topics=args.wait_topics):
             print(f'string-perception-play: fewer than {args.wait_for_subscribers} subscriber(s) after '
                   f'{args.wait_timeout:g} s', file=sys.stderr)
             return 1

@@ -23,7 +23,8 @@ from .writer import STORAGES, BagWriter
 
 __all__ = ['BagRecorder', 'main']
 
-RECORDING_LINE = 'string-perception-record: recording'
+STARTED_LINE = 'string-perception-record: started'       # printed once the bag is open
+RECORDING_LINE = 'string-perception-record: recording'     # printed per topic once subscribed: '<line> <topic>'
 
 
 class BagRecorder:
@@ -105,17 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with BagWriter(args.output, storage=args.storage) as writer:
             rec = BagRecorder(node, writer, None if args.all else list(args.topics))
-            start, next_discovery, announced = time.monotonic(), 0.0, False
+            start, next_discovery = time.monotonic(), 0.0
+            print(f'{STARTED_LINE}: {args.output} ({args.storage}), '
+                  f'{"every topic" if args.all else " ".join(args.topics)}', flush=True)
             try:
                 while True:
                     now = time.monotonic()
                     if now >= next_discovery:
-                        rec.discover()
+                        for topic in rec.discover():
+                            print(f'{RECORDING_LINE} {topic}', flush=True)
                         next_discovery = now + 0.5
-                        if not announced and rec.subscriptions and not rec.missing():
-                            print(f'{RECORDING_LINE} {" ".join(sorted(rec.subscriptions))} -> {args.output}',
-                                  flush=True)
-                            announced = True
                     if args.duration is not None and now - start >= args.duration:
                         break
                     if args.max_messages is not None and rec.received >= args.max_messages:
