@@ -255,6 +255,8 @@ def test_scene_frames_use_the_test_split():
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
     assert export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--opset', '16']) == 2
+    assert export_onnx.main([str(tmp_path / 'missing.pt'), '--out', str(tmp_path / 'x.onnx')]) == 2
+    assert 'does not exist' in capsys.readouterr().err and not (tmp_path / 'x.onnx').exists()
     with pytest.raises(SystemExit):
         export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--score-threshold', '2'])
 

@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.opset < MIN_OPSET:
         print(f'string-perception-export: --opset must be >= {MIN_OPSET}', file=sys.stderr)
         return 2
+    if not Path(args.checkpoint).is_file():
+        print(f'string-perception-export: checkpoint {args.checkpoint} does not exist', file=sys.stderr)
+        return 2
     if args.verify_frames < 1:
         print('string-perception-export: --verify-frames must be >= 1', file=sys.stderr)
         return 2
