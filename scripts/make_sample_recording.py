@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     for f in dataclasses.fields(SampleRecordingConfig):
         p.add_argument(f'--{f.name.replace("_", "-")}', type=type(getattr(defaults, f.name)),
                        default=getattr(defaults, f.name))
-    p.add_argument('--check', action='store_true', help=f'regenerate into a temp dir and compare with --out')
+    p.add_argument('--check', action='store_true', help='regenerate into a temp dir and compare with --out')
     a = p.parse_args(argv)
     cfg = SampleRecordingConfig(**{f.name: getattr(a, f.name) for f in dataclasses.fields(SampleRecordingConfig)})
     if a.check:

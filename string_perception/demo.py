@@ -149,7 +149,8 @@ def _frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[st
     line = f'frame {i:3d} stamp {stamp / 1e9:.3f}: {len(pred["scores"])} boxes [{boxes}]'
     if gt is not None:
         best = metrics.best_iou_per_gt([pred], [gt], class_aware=True)
-        line += f' | {len(gt["labels"])} true objects, mean best 3D IoU {best.mean() if len(best) else float("nan"):.3f}'
+        mean = best.mean() if len(best) else float('nan')
+        line += f' | {len(gt["labels"])} true objects, mean best 3D IoU {mean:.3f}'
     if latency_ms is not None:
         line += f' | {latency_ms:.0f} ms'
     return line

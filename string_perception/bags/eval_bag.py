@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..evaluation import evaluate as E
-from .reader import NODE_SLOP_S, BagError, BagFrame, BagFrameReader
+from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics
 
 __all__ = ['BagEvaluation', 'evaluate_bag', 'main', 'build_parser']
@@ -256,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
 def summary_text(report: dict[str, Any]) -> str:
     """A few lines for the terminal: frames, latency, headline metrics (or why there are none)."""
     lat = report['latency_ms'].get('total_ms', {})
-    lines = [f'{report["frames_evaluated"]} frames on {report["provider"]}: latency p50 {lat.get("p50", float("nan")):.1f} '
-             f'ms, p90 {lat.get("p90", float("nan")):.1f} ms']
+    nan = float('nan')
+    lines = [f'{report["frames_evaluated"]} frames on {report["provider"]}: latency p50 {lat.get("p50", nan):.1f} '
+             f'ms, p90 {lat.get("p90", nan):.1f} ms']
     h = report['headline']
     if h is None:
         lines.append('no ground truth in the bag: no metrics (predictions drawn only)')

@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f'string-perception-play: fewer than {args.wait_for_subscribers} subscriber(s) after '
                   f'{args.wait_timeout:g} s', file=sys.stderr)
             return 1
-        print(f'playing {args.bag} ({len(player.publishers)} topics, {player.duration_ns / 1e9:.2f} s at x{args.rate:g})',
-              flush=True)
+        print(f'playing {args.bag} ({len(player.publishers)} topics, {player.duration_ns / 1e9:.2f} s '
+              f'at x{args.rate:g})', flush=True)
         n = player.play(loop=args.loop)
         print(f'published {n} messages', flush=True)
         return 0

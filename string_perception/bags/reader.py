@@ -8,9 +8,9 @@
 
 Matching uses the node's tolerance: colour and depth images are paired one to one by header stamp within
 ``slop_s`` (default: the node's ``sync_slop``), closest pairs first; each frame takes the CameraInfo whose stamp
-is nearest to its colour stamp, within the slop too. Ground truth (vision_msgs/Detection3DArray) is matched the same way. A frame that cannot be used
-(no depth / CameraInfo within the slop, an undecodable or unsupported colour or depth encoding, a corrupt
-message) is skipped and counted by kind in :class:`ReadReport`, with one example message per kind; everything
+is nearest to its colour stamp, within the slop too. Ground truth (vision_msgs/Detection3DArray) is matched
+the same way. A frame that cannot be used (no depth / CameraInfo within the slop, an undecodable or
+unsupported colour or depth encoding, a corrupt message) is skipped and counted by kind in :class:`ReadReport`, with one example message per kind; everything
 else is still yielded. A bag that cannot be opened or read (missing, truncated, corrupt) raises
 :class:`BagError` with what was wrong.
 

@@ -63,7 +63,8 @@ def _pick(kind: str, wanted: str, types: Mapping[str, str], allowed: tuple[str, 
     return None
 
 
-def resolve_topics(types: Mapping[str, str], wanted: CameraTopics = DEFAULT_TOPICS) -> tuple[dict[str, str | None], list[str]]:
+def resolve_topics(types: Mapping[str, str],
+                   wanted: CameraTopics = DEFAULT_TOPICS) -> tuple[dict[str, str | None], list[str]]:
     """``{topic: msgtype}`` of a bag -> ``({'image', 'depth', 'camera_info', 'ground_truth'}: topic or None,
     notes)``. A wanted raw colour topic falls back to its ``/compressed`` sibling."""
     notes: list[str] = []
