@@ -129,6 +129,38 @@ def ap3d(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float, num
     return {'per_class': per_class, 'mean': float(np.mean(valid)) if valid else float('nan')}
 
 
+def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float = 0.25,
+                 num_classes: int | None = None, ious: list[np.ndarray] | None = None) -> dict[str, float]:
+    """The score threshold that maximises F1 = 2·TP / (#predictions + #ground truth) over all classes at
+    ``iou_threshold`` (class-aware matching as in :func:`pr_curve`) -> ``{'threshold', 'f1', 'precision',
+    'recall'}``. Keeping every box scoring at least ``threshold`` gives that F1 (ties in score are kept together).
+    This is how the shipped model's recommended operating threshold is chosen, on the validation split."""
+    ious = frame_ious(preds, gts) if ious is None else ious
+    if num_classes is None:
+        seen = [_labels(f) for f in (*preds, *gts)]
+        labels = sorted(set(np.concatenate(seen).tolist())) if seen else []
+    else:
+        labels = list(range(num_classes))
+    scores, tps, num_gt = [], [], 0
+    for c in labels:
+        cur = pr_curve(preds, gts, c, iou_threshold, ious)
+        scores.append(cur['scores'])
+        tps.append(cur['tp'])
+        num_gt += cur['num_gt']
+    scores = np.concatenate(scores) if scores else np.zeros(0)
+    tp = np.concatenate(tps) if tps else np.zeros(0, bool)
+    if not len(scores) or num_gt == 0:
+        return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+    order = np.argsort(-scores, kind='stable')
+    s, ctp = scores[order], np.cumsum(tp[order])            # [K] descending scores, true positives kept so far
+    last = np.r_[s[1:] != s[:-1], True]                      # cut only between different scores
+    k = np.nonzero(last)[0]                                  # candidate cut positions (inclusive)
+    f1 = 2 * ctp[k] / (k + 1 + num_gt)
+    i = int(k[np.argmax(f1)])
+    return {'threshold': float(s[i]), 'f1': float(2 * ctp[i] / (i + 1 + num_gt)),
+            'precision': float(ctp[i] / (i + 1)), 'recall': float(ctp[i] / num_gt)}
+
+
 def _json(x: Any) -> Any:
     """NaN -> None, numpy scalars/arrays -> Python, recursively."""
     if isinstance(x, dict):

@@ -115,3 +115,28 @@ def test_curves_and_headline():
     h = metrics.headline(s)
     assert set(h) == {'avg_best_iou', 'avg_best_iou_agnostic', 'ap3d_25', 'ap3d_50', 'ap3d_70'}
     assert h['ap3d_50'] == pytest.approx(0.5) and all(isinstance(v, float) for v in h.values())
+
+
+def test_f1_threshold_cuts_where_false_positives_start():
+    # two frames, 3 true boxes; true positives score 0.9, 0.8, 0.5; false positives (far boxes) 0.7 and 0.3
+    gts = [frame([A, B], [0, 0]), frame([A], [1])]
+    preds = [frame([A, FAR, B, FAR], [0, 0, 0, 0], [0.9, 0.7, 0.5, 0.3]), frame([A], [1], [0.8])]
+    best = metrics.f1_threshold(preds, gts, 0.25, num_classes=2)
+    # cut at 0.8: 2 TP / (2 + 3) -> 0.8; at 0.5: 3 TP, 4 kept -> 6/7 = 0.857 (best); at 0.3: 6/8
+    assert best['threshold'] == pytest.approx(0.5)
+    assert best['f1'] == pytest.approx(6 / 7)
+    assert best['precision'] == pytest.approx(3 / 4) and best['recall'] == pytest.approx(1.0)
+    # keeping every box scoring >= the threshold reproduces that F1 through the matcher's own counts
+    kept = [{k: np.asarray(v)[np.asarray(p['scores']) >= best['threshold']] for k, v in p.items()} for p in preds]
+    tp = sum(metrics.pr_curve(kept, gts, c, 0.25)['tp'].sum() for c in (0, 1))
+    n_pred = sum(len(p['labels']) for p in kept)
+    assert 2 * tp / (n_pred + 3) == pytest.approx(best['f1'])
+
+
+def test_f1_threshold_keeps_tied_scores_together_and_handles_empty():
+    gts = [frame([A], [0])]
+    preds = [frame([FAR, A], [0, 0], [0.6, 0.6])]      # a tie: both or neither
+    best = metrics.f1_threshold(preds, gts, 0.25, num_classes=1)
+    assert best['threshold'] == pytest.approx(0.6) and best['f1'] == pytest.approx(2 / 3)
+    none = metrics.f1_threshold([frame([], [], [])], gts, 0.25, num_classes=1)
+    assert math.isnan(none['threshold']) and none['f1'] == 0.0

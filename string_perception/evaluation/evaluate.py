@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
+    from string_perception import metrics
     from string_perception.training.data import SceneDataset
     args = build_parser().parse_args(argv)
     if args.threads > 0:
@@ -228,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         'decode': decode,
         'train_step': ckpt.get('step'),
         'headline': headline(summary),
+        # the score threshold with the best F1 at IoU 0.25: pick it on --split val, pass it to the exporter
+        'f1_threshold_25': metrics.f1_threshold(res['preds'], res['gts'], 0.25, len(model_cfg.class_names)),
         'metrics': summary,
         'seconds': time.perf_counter() - t0,
     }
@@ -235,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=_json_default) + '\n')
     summary['pr_curves'] = curves
     written = write_figures(out, res, summary, dataset, model_cfg.class_names, args.num_draw, args.draw_threshold)
-    print(json.dumps({'headline': report['headline'], 'num_frames': report['num_frames'],
+    print(json.dumps({'headline': report['headline'], 'f1_threshold_25': report['f1_threshold_25'],
+                      'num_frames': report['num_frames'],
                       'num_objects': report['num_objects']}, default=_json_default))
     print(f'wrote {out / "metrics.json"} and {len(written)} figures to {out}')
     return 0
