@@ -111,16 +111,20 @@ def average_precision(precision: np.ndarray, recall: np.ndarray) -> float:
     return float(np.sum((mrec[step + 1] - mrec[step]) * mpre[step + 1]))
 
 
+def _class_labels(preds: Sequence[Frame], gts: Sequence[Frame], num_classes: int | None) -> list[int]:
+    """``range(num_classes)``, or every label seen in ``preds`` and ``gts`` when ``None``."""
+    if num_classes is not None:
+        return list(range(num_classes))
+    seen = [_labels(f) for f in (*preds, *gts)]
+    return sorted(set(np.concatenate(seen).tolist())) if seen else []
+
+
 def ap3d(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float, num_classes: int | None = None,
          ious: list[np.ndarray] | None = None) -> dict[str, Any]:
     """AP at ``iou_threshold`` -> ``{'per_class': {label: AP or NaN (no ground truth)}, 'mean': mean over classes
     with ground truth (NaN if none)}``. Classes: ``range(num_classes)``, or every label seen when ``None``."""
     ious = frame_ious(preds, gts) if ious is None else ious
-    if num_classes is None:
-        seen = [_labels(f) for f in (*preds, *gts)]
-        labels = sorted(set(np.concatenate(seen).tolist())) if seen else []
-    else:
-        labels = list(range(num_classes))
+    labels = _class_labels(preds, gts, num_classes)
     per_class = {}
     for c in labels:
         curve = pr_curve(preds, gts, c, iou_threshold, ious)
@@ -136,11 +140,7 @@ def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: fl
     'recall'}``. Keeping every box scoring at least ``threshold`` gives that F1 (ties in score are kept together).
     This is how the shipped model's recommended operating threshold is chosen, on the validation split."""
     ious = frame_ious(preds, gts) if ious is None else ious
-    if num_classes is None:
-        seen = [_labels(f) for f in (*preds, *gts)]
-        labels = sorted(set(np.concatenate(seen).tolist())) if seen else []
-    else:
-        labels = list(range(num_classes))
+    labels = _class_labels(preds, gts, num_classes)
     scores, tps, num_gt = [], [], 0
     for c in labels:
         cur = pr_curve(preds, gts, c, iou_threshold, ious)
