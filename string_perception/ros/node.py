@@ -10,8 +10,10 @@ The synchroniser callback (executor thread) only hands the matched triple to a :
 frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``). The worker
 decodes, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray), ``~/markers``,
 ``~/embedding`` (32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient
-local); ``/diagnostics`` every ``diagnostics_period``. A bad frame is counted by kind and logged (throttled); the
-node keeps going. Output headers copy the colour image's stamp and frame_id (or ``target_frame`` via tf2).
+local); ``/diagnostics`` every ``diagnostics_period``. A bad frame is counted by kind and logged (throttled per
+kind); the node keeps going: header checks (``frame_checks``: encodings, layout, frame ids, stamps) run before the
+hand-off, so a bad frame never displaces a good one; pixel checks run in the pipeline. Output headers copy the
+colour image's stamp and frame_id (or ``target_frame`` via tf2).
 
 Start it as a plain node (configures and activates itself unless ``autostart:=false``)::
 
@@ -35,6 +37,7 @@ import numpy as np
 
 from . import params as P
 from .diagnostics import NodeStats, diagnostic_array
+from .frame_checks import InputWatch, StampGate, check_frame_ids, check_image_layout
 from .image_conversion import CONVERSION_ERRORS, make_bridge
 from .latest import LatestWorker
 from .markers import MarkerBuilder
@@ -98,6 +101,8 @@ class StringPerceptionNode(LifecycleNode):
         self._active = False
         self._has_tokens = False
         self._last_warn: dict[str, float] = {}
+        self._gate: StampGate | None = None        # created at activate
+        self._watch: InputWatch | None = None
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -124,6 +129,10 @@ class StringPerceptionNode(LifecycleNode):
                                  nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'],
                                  pre_nms_top_k=cfg['pre_nms_top_k'], max_depth_m=cfg['max_depth_m'] or None)
         self.markers.alpha = cfg['marker_alpha']
+        if self._gate is not None:
+            self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']
+        if self._watch is not None:
+            self._watch.timeout_s = cfg['input_timeout']
         if cfg['target_frame']:
             self._ensure_tf()
 
@@ -191,10 +200,12 @@ class StringPerceptionNode(LifecycleNode):
         specs = [('image', CompressedImage if compressed else Image, image_topic),
                  ('depth', Image, 'depth'), ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
+        self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
+        self._watch = InputWatch([name for name, _, _ in specs], cfg['input_timeout'], time.monotonic_ns())
         for name, msg_type, topic in specs:
             sub = Subscriber(self, msg_type, topic,
                              qos_profile=_qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth']))
-            sub.registerCallback(lambda _msg, n=name: self.stats.count_input(n))
+            sub.registerCallback(lambda _msg, n=name: self._on_input(n))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
         self._sync.registerCallback(self._on_synced)
@@ -229,6 +240,7 @@ class StringPerceptionNode(LifecycleNode):
         for sub in self._subs:
             self.destroy_subscription(sub.sub)
         self._subs, self._sync = [], None
+        self._watch = None
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
@@ -244,11 +256,43 @@ class StringPerceptionNode(LifecycleNode):
         self._tf_listener = self._tf_buffer = None
 
     # ------------------------------------------------------------------ frames
+    def _on_input(self, name: str) -> None:
+        """Executor thread, every input message: count it; a colour image while depth or camera_info is silent
+        counts as ``missing_<input>`` (the synchroniser cannot complete a frame without them)."""
+        self.stats.count_input(name)
+        watch = self._watch
+        if watch is None:
+            return
+        now = time.monotonic_ns()
+        watch.seen(name, now)
+        if name == 'image':
+            for gone in watch.missing(now, among=('depth', 'camera_info')):
+                self.stats.bad_input(f'missing_{gone}')
+                self._warn(f'bad input (missing_{gone})', f'colour images arrive but no {gone} for more than '
+                           f'{watch.timeout_s:g} s: is its publisher running, and on the remapped topic?')
+
     def _on_synced(self, image, depth, info) -> None:
-        """Executor thread: count and hand over; never blocks on the model."""
+        """Executor thread: header checks (a bad frame never replaces a good one waiting for the worker), then
+        hand over; never blocks on the model."""
+        from ..runtime.errors import InputError
         self.stats.count_synced()
-        if self._active and self._worker is not None:
-            self._worker.submit((image, depth, info))
+        if not self._active or self._worker is None:
+            return
+        try:
+            if self.cfg['image_transport'] == 'raw':
+                check_image_layout(image, 'colour')
+            check_image_layout(depth, 'depth')
+            check_frame_ids(image.header.frame_id, depth.header.frame_id)
+            notes = self._gate.check(stamp_to_ns(image.header.stamp), self.get_clock().now().nanoseconds)
+        except InputError as e:
+            self.stats.bad_input(e.kind)
+            self._warn(f'bad input ({e.kind})', e.message)
+            return
+        for kind in notes:     # 'stamp_reset': the stamps jumped back (bag loop, restarted simulation)
+            self.stats.warning(kind)
+            self._warn(f'input warning ({kind})', 'stamps jumped back by more than stamp_reset_jump: taken as a '
+                       'clock reset, frames are processed again')
+        self._worker.submit((image, depth, info))
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.stats.error('internal')
@@ -296,8 +340,10 @@ class StringPerceptionNode(LifecycleNode):
             self.get_logger().error(f'inference failed ({e.kind}): {e.message}',
                                     throttle_duration_sec=cfg['log_throttle'])
             return
-        for w in result.warnings:
+        for w in result.warnings:      # e.g. 'no_valid_depth': processed, but the boxes had no depth to use
             self.stats.warning(w)
+            self._warn(f'input warning ({w})', 'frame processed without usable depth (every depth pixel is 0, NaN, '
+                       'inf, negative or beyond max_depth_m)' if w == 'no_valid_depth' else 'frame processed')
         dets, header = result.detections, image.header
         debug = None
         if cfg['publish_debug_image']:

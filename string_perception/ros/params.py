@@ -87,6 +87,16 @@ PARAMS: tuple[ParamSpec, ...] = (
               'frame for the output boxes; empty = the colour image frame (other frames need tf2_ros)', live=True),
     ParamSpec('tf_timeout', 'double', 0.05, 'seconds to wait for the transform at the image stamp', 0.0, 10.0,
               live=True),
+    ParamSpec('max_stamp_future', 'double', 2.0,
+              'frames stamped more than this many seconds ahead of the node clock are dropped (future_stamp); '
+              '0 = no check', 0.0, 86400.0, live=True),
+    ParamSpec('stamp_reset_jump', 'double', 1.0,
+              'a frame stamped more than this many seconds before the last processed one is a clock reset (bag loop, '
+              'restarted simulation) and is processed; a smaller step back is dropped (out_of_order_stamp)',
+              0.0, 86400.0, live=True),
+    ParamSpec('input_timeout', 'double', 1.0,
+              'colour images arriving while depth or camera_info has been silent this many seconds are counted as '
+              'missing_depth / missing_camera_info', 0.05, 3600.0, live=True),
     ParamSpec('diagnostics_period', 'double', 1.0, 'seconds between /diagnostics messages', 0.1, 60.0),
     ParamSpec('log_throttle', 'double', 5.0, 'seconds between repeated warnings of one kind', 0.0, 3600.0,
               live=True),

@@ -1,0 +1,94 @@
+"""Header-level input checks of the node (ros/frame_checks.py), without ROS: layout, frame ids, stamps, silence."""
+import numpy as np
+import pytest
+
+from string_perception.ros.frame_checks import (FRAME_CHECK_KINDS, InputWatch, StampGate, check_frame_ids,
+                                                check_image_layout)
+from string_perception.ros.image_conversion import ImageData, array_to_imgmsg
+from string_perception.runtime.errors import InputError
+
+S = 1_000_000_000
+
+
+def _img(h=4, w=6, enc='rgb8', step=None, n=None):
+    bpp = {'rgb8': 3, 'bgra8': 4, 'mono8': 1, '16UC1': 2, '32FC1': 4, 'yuv422': 2, 'mono16': 2}[enc]
+    step = w * bpp if step is None else step
+    return ImageData(height=h, width=w, encoding=enc, step=step, data=bytes(step * h if n is None else n))
+
+
+@pytest.mark.parametrize('msg,role', [
+    (_img(), 'colour'), (_img(enc='bgra8'), 'colour'), (_img(enc='mono8'), 'colour'),
+    (_img(enc='16UC1'), 'depth'), (_img(enc='32FC1'), 'depth'), (_img(enc='mono16'), 'depth'),
+    (_img(step=6 * 3 + 2), 'colour'),                                      # padded rows are fine
+])
+def test_good_layouts_pass(msg, role):
+    check_image_layout(msg, role)
+
+
+def test_real_messages_pass():
+    pytest.importorskip('sensor_msgs')
+    check_image_layout(array_to_imgmsg(np.zeros((5, 7, 3), np.uint8), 'rgb8'), 'colour')
+    check_image_layout(array_to_imgmsg(np.zeros((5, 7), np.uint16), '16UC1'), 'depth')
+
+
+@pytest.mark.parametrize('msg,role,kind', [
+    (_img(enc='yuv422'), 'colour', 'bad_encoding'),
+    (_img(enc='16UC1'), 'colour', 'bad_encoding'),       # depth encoding on the colour topic
+    (_img(enc='rgb8'), 'depth', 'bad_encoding'),
+    (_img(h=0, w=0), 'colour', 'empty_image'),
+    (_img(h=4, w=0, enc='16UC1', step=0), 'depth', 'empty_image'),
+    (_img(step=10), 'colour', 'bad_layout'),             # step shorter than a row (6 px x 3 B)
+    (_img(n=4 * 18 - 1), 'colour', 'bad_layout'),         # one byte short
+    (_img(n=4 * 18 + 5), 'colour', 'bad_layout'),         # trailing bytes
+    (_img(enc='16UC1', w=8000, h=8000, n=100), 'depth', 'bad_layout'),   # claims 8000x8000, carries 100 B
+])
+def test_bad_layouts_are_typed(msg, role, kind):
+    with pytest.raises(InputError) as e:
+        check_image_layout(msg, role)
+    assert e.value.kind == kind and e.value.kind in FRAME_CHECK_KINDS
+    assert role in e.value.message
+
+
+def test_frame_ids():
+    check_frame_ids('cam', 'cam')
+    check_frame_ids('cam', '')            # a driver that leaves frame_id empty is not refused
+    with pytest.raises(InputError, match='registered') as e:
+        check_frame_ids('camera_color_optical_frame', 'camera_depth_optical_frame')
+    assert e.value.kind == 'frame_id_mismatch'
+
+
+def test_stamp_gate_zero_future_out_of_order_and_reset():
+    gate = StampGate(max_future_s=2.0, reset_jump_s=1.0)
+    now = 1000 * S
+
+    def kind(stamp, at=now):
+        with pytest.raises(InputError) as e:
+            gate.check(stamp, at)
+        return e.value.kind
+
+    assert kind(0) == 'zero_stamp'
+    assert kind(now + 3 * S) == 'future_stamp'
+    assert gate.check(now + S, now) == ()                    # 1 s ahead: within the limit
+    assert gate.last_ns == now + S                           # refused frames never moved the reference
+    assert kind(now + S) == 'out_of_order_stamp'             # duplicate
+    assert kind(now + S - S // 2) == 'out_of_order_stamp'    # 0.5 s back
+    assert gate.check(now + S + 1, now) == ()
+    assert gate.check(now - 5 * S, now) == ('stamp_reset',)  # a bag loop: accepted, reported
+    assert gate.check(now - 5 * S + S // 30, now) == ()      # and the stream goes on from there
+    assert gate.check(now + 50 * S, 0) == ()                 # clock at 0 (sim time, no /clock yet): no future check
+    gate.max_future_s = 0.0                                  # 0 disables the future check
+    assert gate.check(10 ** 6 * S, now) == ()
+
+
+def test_input_watch_reports_silent_inputs_only_after_the_timeout():
+    w = InputWatch(['image', 'depth', 'camera_info'], timeout_s=0.5, start_ns=0)
+    assert w.missing(S // 4) == []                            # just subscribed
+    w.seen('image', S // 4)
+    w.seen('depth', S // 4)
+    assert w.missing(S, among=('depth', 'camera_info')) == ['depth', 'camera_info']
+    w.seen('depth', S)
+    assert w.missing(S + 1, among=('depth', 'camera_info')) == ['camera_info']
+    w.seen('camera_info', S + 2)
+    assert w.missing(S + 3) == ['image']                      # image last seen 0.75 s ago
+    w.timeout_s = 10.0
+    assert w.missing(S + 3) == []
