@@ -4,7 +4,8 @@
     boxes, logits, embedding = deploy(image_uint8[B,H,W,3], depth_m[B,H,W], intrinsics[B,3,3])
 
 Every layer's position encoding (none / rope / rope_mixed / cayley / circulant / dense) is replaced by its canonical
-form R(r) = basisᵀ · Rot(freqs · r) · basis (`PositionEncoding.canonical()`): the basis is folded into that layer's
+form R(r) = basisᵀ · Rot(freqs · r) · basis (`PositionEncoding.canonical()`; for ⊗-STRING, 'tensor_product', the
+basis is a lift [H, 2m·Dh, Dh], so the folded q/k heads are 2m·Dh wide while v keeps Dh): the basis is folded into that layer's
 query and key projections (W ← P W, b ← P b per head, `encodings.fold_basis_into_projection`) and the layer only
 applies the RoPE-Mixed rotation Rot(freqs · r) (the half-split convention of `encodings.apply_rope_mixed`): no FFT,
 no linear solve, no matrix exponential, no complex numbers in the graph. Layers whose canonical frequencies are all
@@ -56,8 +57,9 @@ class FoldedAttention(nn.Module):
     def __init__(self, attn: Attention, basis: Tensor | None, freqs: Tensor | None, num_tokens: int):
         super().__init__()
         H, Dh = attn.num_heads, attn.head_dim
-        D, half = H * Dh, Dh // 2
-        self.num_heads, self.head_dim, self.num_tokens = H, Dh, num_tokens
+        Dqk = Dh if basis is None else basis.shape[-2]   # q/k head size after folding: Dh, or 2m·Dh (⊗-STRING lift)
+        D, Dq, half = H * Dh, H * Dqk, Dqk // 2
+        self.num_heads, self.head_dim, self.qk_head_dim, self.num_tokens = H, Dh, Dqk, num_tokens
         self.rotates = freqs is not None and bool(freqs.abs().max() > 0)
         with torch.no_grad():
             wq, bq = _weight_bias(attn.q_proj)
@@ -73,13 +75,13 @@ class FoldedAttention(nn.Module):
                     t = t.reshape(H, 2, half, *t.shape[1:])
                     return t[:, 0].reshape(H * half, *t.shape[3:]), t[:, 1].reshape(H * half, *t.shape[3:])
                 (wq1, wq2), (wk1, wk2), (bq1, bq2), (bk1, bk2) = halves(wq), halves(wk), halves(bq), halves(bk)
-                weight = torch.cat([wq1, wk1, wq2, wk2, wv])                      # [3D, D_in]
-                bias = torch.cat([bq1, bk1, bq2, bk2, bv])                        # [3D]
+                weight = torch.cat([wq1, wk1, wq2, wk2, wv])                      # [2Dq + D, D_in]
+                bias = torch.cat([bq1, bk1, bq2, bk2, bv])                        # [2Dq + D]
                 lam = freqs.to(torch.float64).reshape(H * half, -1).T             # [dc, H*Dh/2]
                 self.register_buffer('freqs', lam.float().contiguous())           # [dc, H*Dh/2]
             else:
                 weight, bias = torch.cat([wq, wk, wv]), torch.cat([bq, bk, bv])
-        self.qkv = nn.Linear(weight.shape[1], 3 * D).to(weight.device)
+        self.qkv = nn.Linear(weight.shape[1], 2 * Dq + D).to(weight.device)
         with torch.no_grad():
             self.qkv.weight.copy_(weight)
             self.qkv.bias.copy_(bias)
@@ -87,26 +89,26 @@ class FoldedAttention(nn.Module):
 
     def forward(self, x: Tensor, coords: Tensor | None = None, pe=None) -> Tensor:
         """x: [B,N,D] (float32 or float16); coords: [B,N,dc] float32. `pe` is ignored (compiled in)."""
-        N, H, Dh = self.num_tokens, self.num_heads, self.head_dim
-        D = H * Dh
+        N, H, Dh, Dqk = self.num_tokens, self.num_heads, self.head_dim, self.qk_head_dim
+        D, Dq = H * Dh, H * Dqk
         dt = x.dtype
-        qkv = self.qkv(x)                                                 # [B,N,3D]
+        qkv = self.qkv(x)                                                 # [B,N,2Dq + D]
         if self.rotates:
-            theta = (coords @ self.freqs).unsqueeze(2)                    # [B,N,1,H*Dh/2] float32
+            theta = (coords @ self.freqs).unsqueeze(2)                    # [B,N,1,H*Dqk/2] float32
             cos, sin = theta.cos(), theta.sin()
-            x1 = qkv[..., :D].reshape(-1, N, 2, D // 2)                   # [B,N,2 (q,k),H*Dh/2] first halves
-            x2 = qkv[..., D:2 * D].reshape(-1, N, 2, D // 2)              # second halves
+            x1 = qkv[..., :Dq].reshape(-1, N, 2, Dq // 2)                 # [B,N,2 (q,k),H*Dqk/2] first halves
+            x2 = qkv[..., Dq:2 * Dq].reshape(-1, N, 2, Dq // 2)           # second halves
             if dt != torch.float32:
                 x1, x2 = x1.float(), x2.float()
             r1, r2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos             # [B,N,2,H*Dh/2] each
             if dt != torch.float32:
                 r1, r2 = r1.to(dt), r2.to(dt)
-            qk = torch.cat([r1.reshape(-1, N, 2, H, Dh // 2), r2.reshape(-1, N, 2, H, Dh // 2)], dim=-1)
+            qk = torch.cat([r1.reshape(-1, N, 2, H, Dqk // 2), r2.reshape(-1, N, 2, H, Dqk // 2)], dim=-1)
         else:
-            qk = qkv[..., :2 * D].reshape(-1, N, 2, H, Dh)
-        qk = qk.permute(2, 0, 3, 1, 4)                                    # [2,B,H,N,Dh]
-        q, k = qk[0], qk[1]                                               # [B,H,N,Dh], q pre-scaled
-        v = qkv[..., 2 * D:].reshape(-1, N, H, Dh).transpose(1, 2)        # [B,H,N,Dh]
+            qk = qkv[..., :2 * Dq].reshape(-1, N, 2, H, Dqk)
+        qk = qk.permute(2, 0, 3, 1, 4)                                    # [2,B,H,N,Dqk]
+        q, k = qk[0], qk[1]                                               # [B,H,N,Dqk], q pre-scaled
+        v = qkv[..., 2 * Dq:].reshape(-1, N, H, Dh).transpose(1, 2)       # [B,H,N,Dh]
         scores = q @ k.transpose(-1, -2)                                  # [B,H,N,N]
         if dt != torch.float32:
             scores = scores.float()
@@ -129,7 +131,7 @@ def compile_position_encodings(model: ViTD) -> None:
     for blk in model.encoder.blocks:
         form = blk.pe.canonical() if blk.pe is not None else None
         blk.attn = FoldedAttention(blk.attn, None if form is None else form.basis,
-                                   None if form is None else form.freqs, model.config.num_tokens)
+                                   None if form is None else form.freqs, model.config.encoder_tokens)
         blk.pe = None
 
 
@@ -152,6 +154,6 @@ class DeployableViTD(nn.Module):
 
     def forward(self, image: Tensor, depth: Tensor, intrinsics: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         t = self.model.tokenize(image, depth, intrinsics)                 # float32: x[B,N,D], coords, prior
-        tokens = self.model.encoder(t['x'].to(self.encoder_dtype), t['coords']).float()   # [B,N,D]
-        out = self.model.heads(tokens, t['prior'])
+        tokens = self.model.encoder(t['x'].to(self.encoder_dtype), t['coords']).float()   # [B,N or 2N,D]
+        out = self.model.heads(self.model.fuse_tokens(tokens), t['prior'])
         return out['boxes'], out['logits'], out['embedding']

@@ -10,6 +10,12 @@ Coordinates (DESIGN.md §3), all in the units the position encoding sees:
                                   patches per metre)                                         coord_dim 3
     ViTD coord_mode='camera_xyz': r = s * d * K^-1 [u, v, 1]  (metres in the camera optical frame) with s a
                                   learnable per-axis scale (init xyz_scale_init units per metre)   coord_dim 3
+coord_transform='azimuth_polar' (Lie-group STRING, paper 000 §3.3 Ext. 2; camera_xyz only) maps the back-projected
+point to canonical coordinates (polar θ, azimuth φ, ‖r‖) before the per-axis scale, so rotating the scene about
+the camera axis translates φ only (encodings/lie.py).
+normal_map=True (paper 000 §4.4.2) adds N surface-normal tokens (normals from depth through the same patch
+embedding as RGB, at the same coordinates); the encoder runs on 2N tokens, then RGB and normal tokens are split and
+fused back to N by a linear layer. Works for the RGB ViT ("alone") and the ViTD ("with STRING").
 The paper's "+ b" offset is left out on purpose: every encoding we ship is exactly translation invariant, so a
 constant added to all coordinates changes nothing and its gradient is identically zero.
 """
@@ -23,6 +29,7 @@ from typing import Any, Optional
 COORD_MODES = ('grid_depth', 'camera_xyz')
 TRANSLATION_MODES = ('patch_offset', 'absolute')
 POLICY_POOLS = ('attention', 'mean')
+ABS_POS_EMBEDS = ('learned', 'sincos')     # abs_pos_embed kinds (True == 'learned')
 DEFAULT_CLASS_NAMES = ('box', 'cylinder', 'sphere')
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -40,7 +47,9 @@ class ViTDConfig:
     depth: int = 6
     num_heads: int = 4
     mlp_ratio: float = 4.0
-    abs_pos_embed: Optional[bool] = None        # learned absolute position embedding; None = only for 'none'
+    # absolute position embedding added to the tokens: 'learned' (or True) [1,N,D] parameter; 'sincos' fixed sin/cos
+    # of the token coordinates (2D for the ViT, 3D for the ViTD); False: none. None = 'learned' only for 'none'
+    abs_pos_embed: Optional[bool | str] = None
     # --- position encoding (string_perception.encodings)
     encoding: str = 'cayley'
     encoding_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -48,6 +57,8 @@ class ViTDConfig:
     # --- depth / coordinates
     use_depth: bool = True                      # False: RGB ViT with 2D grid coordinates
     coord_mode: str = 'grid_depth'              # 'grid_depth' | 'camera_xyz' (ViTD only)
+    coord_transform: str = 'identity'           # 'identity' | 'azimuth_polar' (Lie-group STRING; camera_xyz only)
+    normal_map: bool = False                    # add surface-normal tokens from depth (paper §4.4.2)
     depth_range: tuple[float, float] = (0.05, 10.0)   # metres; pixels outside (min, max) are invalid
     depth_fill: float = 1.0                     # metres; depth of patches when no patch in the frame is valid
     depth_scale_init: float = 4.0               # grid_depth: initial a (patch units per metre)
@@ -95,8 +106,22 @@ class ViTDConfig:
         return len(self.class_names)
 
     @property
+    def encoder_tokens(self) -> int:
+        """Sequence length inside the encoder: N, or 2N with normal-map tokens."""
+        return self.num_tokens * (2 if self.normal_map else 1)
+
+    @property
+    def abs_pos_embed_kind(self) -> Optional[str]:
+        """'learned' | 'sincos' | None (no absolute position embedding)."""
+        if self.abs_pos_embed is None:
+            return 'learned' if self.encoding == 'none' else None
+        if isinstance(self.abs_pos_embed, bool):
+            return 'learned' if self.abs_pos_embed else None
+        return self.abs_pos_embed
+
+    @property
     def use_abs_pos_embed(self) -> bool:
-        return (self.encoding == 'none') if self.abs_pos_embed is None else bool(self.abs_pos_embed)
+        return self.abs_pos_embed_kind is not None
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
@@ -145,16 +170,24 @@ class ViTDConfig:
             bad(f'class_names must be a non-empty tuple of non-empty strings, got {self.class_names}')
         if len(set(self.class_names)) != len(self.class_names):
             bad(f'class_names has duplicates: {self.class_names}')
-        if self.abs_pos_embed is not None and not isinstance(self.abs_pos_embed, bool):
-            bad(f'abs_pos_embed must be true, false or null, got {self.abs_pos_embed!r}')
+        if not (self.abs_pos_embed is None or isinstance(self.abs_pos_embed, bool)
+                or self.abs_pos_embed in ABS_POS_EMBEDS):
+            bad(f'abs_pos_embed must be true, false, null or one of {ABS_POS_EMBEDS}, got {self.abs_pos_embed!r}')
+        if not isinstance(self.normal_map, bool):
+            bad(f'normal_map must be true or false, got {self.normal_map!r}')
         if not isinstance(self.encoding, str):
             bad(f'encoding must be a string, got {self.encoding!r}')
         try:  # the encodings library may be absent in runtime-only installs; the model cannot be built then anyway
-            from string_perception.encodings import ENCODING_NAMES
+            from string_perception.encodings import ALL_ENCODING_NAMES, COORDINATE_TRANSFORMS
         except ImportError:
-            ENCODING_NAMES = None
-        if ENCODING_NAMES is not None and self.encoding not in ENCODING_NAMES:
-            bad(f'encoding must be one of {tuple(ENCODING_NAMES)}, got {self.encoding!r}')
+            ALL_ENCODING_NAMES = COORDINATE_TRANSFORMS = None
+        if ALL_ENCODING_NAMES is not None and self.encoding not in ALL_ENCODING_NAMES:
+            bad(f'encoding must be one of {tuple(ALL_ENCODING_NAMES)}, got {self.encoding!r}')
+        if COORDINATE_TRANSFORMS is not None and self.coord_transform not in COORDINATE_TRANSFORMS:
+            bad(f'coord_transform must be one of {tuple(COORDINATE_TRANSFORMS)}, got {self.coord_transform!r}')
+        if self.coord_transform != 'identity' and not (self.use_depth and self.coord_mode == 'camera_xyz'):
+            bad(f'coord_transform={self.coord_transform!r} acts on 3D camera points: it needs use_depth=True and '
+                f"coord_mode='camera_xyz'")
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Transformer encoder whose attention takes the position encoding as an argument (timm style).
 
-    attn(x, coords, pe):  q = pe(W_q x, coords), k = pe(W_k x, coords), v = W_v x, sdpa(q, k, v)
+    attn(x, coords, pe):  q = pe(W_q x, coords), k = pe(W_k x, coords), v = W_v x, sdpa(q, k, v, scale=Dh^-1/2)
 
 q, k and v are separate `nn.Linear` layers (`q_proj`, `k_proj`, `v_proj`; output features ordered head-major,
 [H*Dh] = H blocks of Dh) so the exporter can fold a per-head orthogonal basis P into W_q / W_k
@@ -9,6 +9,7 @@ q, k and v are separate `nn.Linear` layers (`q_proj`, `k_proj`, `v_proj`; output
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
 import torch
@@ -42,9 +43,12 @@ class Attention(nn.Module):
         k = self._heads(self.k_proj(x))                                   # [B,H,N,Dh]
         v = self._heads(self.v_proj(x))                                   # [B,H,N,Dh]
         if pe is not None:
-            q = pe(q, coords)
+            q = pe(q, coords)                                             # [B,H,N,Dh] (or [B,H,N,E], E > Dh)
             k = pe(k, coords)
-        out = F.scaled_dot_product_attention(q, k, v)                     # [B,H,N,Dh]
+        # An expanding encoding (⊗-STRING: E = 2m·Dh, logits qᵀk·(1/m)Σcos) keeps the scale of the Dh head;
+        # rotations keep SDPA's own default (the same value), so their numbers are bit for bit unchanged.
+        scale = None if q.shape[-1] == self.head_dim else 1.0 / math.sqrt(self.head_dim)
+        out = F.scaled_dot_product_attention(q, k, v, scale=scale)        # [B,H,N,Dh]
         out = out.transpose(1, 2).reshape(B, N, D)                        # [B,N,D]
         return self.proj(out)
 

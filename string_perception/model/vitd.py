@@ -26,7 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from . import depth_tokens as dt
+from .abs_pos import sincos_position_embedding
 from .config import ViTDConfig
+from .normal_map import surface_normals
 from .heads import BoxHead, ClassHead, PolicyHead
 from .vit import Encoder, init_weights
 
@@ -47,13 +49,19 @@ class ViTD(nn.Module):
         N = gh * gw
 
         self.patch_embed = nn.Conv2d(3, D, kernel_size=c.patch_size, stride=c.patch_size)
-        self.pos_embed = nn.Parameter(torch.zeros(1, N, D)) if c.use_abs_pos_embed else None   # [1,N,D]
+        learned_ape = c.abs_pos_embed_kind == 'learned'
+        self.pos_embed = nn.Parameter(torch.zeros(1, N, D)) if learned_ape else None   # [1,N,D]
         # ViTD: the fraction of valid depth pixels of each patch is added to its embedding (w * f + b) so the
         # model can see where depth is missing / filled in.
         self.valid_embed = nn.Linear(1, D) if c.use_depth else None
 
-        # Learnable coordinate scales. With encoding 'none' coordinates are unused: keep them as buffers.
-        learn = c.encoding != 'none'
+        # Normal-map tokens (paper §4.4.2): normals through the shared patch embedding, a learned type embedding
+        # telling them from RGB tokens, and a [2D -> D] fuse after the encoder (init: the mean of the two).
+        self.normal_type_embed = nn.Parameter(torch.zeros(1, 1, D)) if c.normal_map else None   # [1,1,D]
+        self.normal_fuse = nn.Linear(2 * D, D) if c.normal_map else None
+
+        # Learnable coordinate scales. Coordinates unused (encoding 'none' without sin-cos APE): keep them as buffers.
+        learn = c.encoding != 'none' or c.abs_pos_embed_kind == 'sincos'
         if c.use_depth and c.coord_mode == 'grid_depth':
             self._coord_scale('depth_scale', torch.tensor(float(c.depth_scale_init)), learn)        # a, scalar
         elif c.use_depth and c.coord_mode == 'camera_xyz':
@@ -93,14 +101,41 @@ class ViTD(nn.Module):
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
         self.box_head.reset_last_layer()
         self.class_head.reset_bias()
+        if self.normal_fuse is not None:
+            with torch.no_grad():
+                eye = 0.5 * torch.eye(self.config.width)
+                self.normal_fuse.weight.copy_(torch.cat([eye, eye], dim=1))   # [D, 2D]: (rgb + normal) / 2
+                self.normal_fuse.bias.zero_()
 
     # ------------------------------------------------------------------ pieces (each usable on its own)
     def embed(self, image: Tensor) -> Tensor:
         """uint8[B,H,W,3] RGB -> normalised patch embeddings [B,N,D]."""
         x = image.permute(0, 3, 1, 2).to(self.pixel_mean.dtype)               # [B,3,H,W] 0..255
         x = (x - self.pixel_mean) / self.pixel_std
+        return self._patchify(x)
+
+    def _patchify(self, x: Tensor) -> Tensor:
+        """[B,3,H,W] -> [B,N,D] through the (shared) patch embedding."""
         x = self.patch_embed(x)                                                # [B,D,gh,gw]
         return x.flatten(2).transpose(1, 2)                                    # [B,N,D]
+
+    def embed_normals(self, depth: Tensor, K: Tensor) -> Tensor:
+        """Surface-normal tokens [B,N,D]: unit normals in [-1, 1] (0 in holes) through the RGB patch embedding."""
+        normals = surface_normals(depth, K, self.config.depth_range)          # [B,3,H,W]
+        return self._patchify(normals) + self.normal_type_embed
+
+    def camera_coordinates(self, points: Tensor) -> Tensor:
+        """'camera_xyz' token coordinates of camera points [B,N,3] (metres): the configured canonical-coordinate
+        transform (Lie-group STRING; identity by default), then the learnable per-axis scale."""
+        from string_perception.encodings import canonical_coordinates
+        return dt.camera_xyz_coordinates(canonical_coordinates(self.config.coord_transform, points), self.xyz_scale)
+
+    def fuse_tokens(self, tokens: Tensor) -> Tensor:
+        """Encoder output [B,N,D] (or [B,2N,D] with normal tokens: split and fused) -> [B,N,D]."""
+        if self.normal_fuse is None:
+            return tokens
+        rgb, normal = tokens.chunk(2, dim=1)                                   # [B,N,D] x2
+        return self.normal_fuse(torch.cat([rgb, normal], dim=-1))              # [B,N,D]
 
     def tokenize(self, image: Tensor, depth: Optional[Tensor] = None, K: Optional[Tensor] = None
                  ) -> dict[str, Tensor]:
@@ -108,26 +143,39 @@ class ViTD(nn.Module):
 
         Returns x[B,N,D], coords[B,N,dc], prior[B,N,3] (or [1,1,3] in absolute mode) and, for ViTD,
         depth[B,N] (filled pooled depth, metres), valid[B,N] (valid-pixel fraction), points[B,N,3].
+        With normal_map, x and coords are [B,2N,D] / [B,2N,dc]: RGB tokens, then normal tokens at the same
+        coordinates with the same per-patch additions (valid fraction, absolute position embedding).
         """
+
         c = self.config
         self._check_inputs(image, depth, K)
         x = self.embed(image)                                                  # [B,N,D]
         B = x.shape[0]
         out: dict[str, Tensor] = {}
+        xn = self.embed_normals(depth.to(x.dtype), K.to(x.dtype)) if c.normal_map else None   # [B,N,D]
         if c.use_depth:
             tok = dt.tokens_from_depth(depth.to(x.dtype), K.to(x.dtype), c.patch_size, c.depth_range, c.depth_fill)
-            x = x + self.valid_embed(tok.valid.unsqueeze(-1))                  # [B,N,D]
+            valid_term = self.valid_embed(tok.valid.unsqueeze(-1))             # [B,N,D]
+            x = x + valid_term
+            xn = None if xn is None else xn + valid_term
             if c.coord_mode == 'grid_depth':
                 coords = dt.grid_depth_coordinates(self.grid_rc, tok.depth, self.depth_scale)   # [B,N,3]
             else:
-                coords = dt.camera_xyz_coordinates(tok.points, self.xyz_scale)                  # [B,N,3]
+                coords = self.camera_coordinates(tok.points)                                    # [B,N,3]
             out.update(depth=tok.depth, valid=tok.valid, points=tok.points)
             patch_prior = tok.points                                           # [B,N,3]
         else:
             coords = dt.grid_coordinates(self.grid_rc, B)                      # [B,N,2]
             patch_prior = None
-        if self.pos_embed is not None:
-            x = x + self.pos_embed
+        ape = self.pos_embed
+        if c.abs_pos_embed_kind == 'sincos':
+            ape = sincos_position_embedding(coords.to(x.dtype), c.width)       # [B,N,D]
+        if ape is not None:
+            x = x + ape
+            xn = None if xn is None else xn + ape
+        if xn is not None:
+            x = torch.cat([x, xn], dim=1)                                      # [B,2N,D]
+            coords = torch.cat([coords, coords], dim=1)                        # [B,2N,dc]
         if c.translation_mode == 'absolute':
             prior = x.new_tensor([0.0, 0.0, c.nominal_depth]).view(1, 1, 3)   # [1,1,3]
         elif patch_prior is not None:
@@ -152,7 +200,7 @@ class ViTD(nn.Module):
         coords[B,N,dc], prior[B,N,3] and (ViTD) depth[B,N], valid[B,N], points[B,N,3].
         """
         t = self.tokenize(image, depth, K)
-        tokens = self.encoder(t['x'], t['coords'])                             # [B,N,D]
+        tokens = self.fuse_tokens(self.encoder(t['x'], t['coords']))           # [B,N,D]
         out = self.heads(tokens, t['prior'])
         out['tokens'] = tokens
         if return_aux:
@@ -170,8 +218,8 @@ class ViTD(nn.Module):
             raise ValueError(f'image must be uint8 [B,{H},{W},3] RGB, got shape {tuple(image.shape)}')
         if image.dtype != torch.uint8:
             raise ValueError(f'image must be uint8 (0..255 RGB), got {image.dtype}')
-        needs_k = c.use_depth or c.translation_mode == 'patch_offset'
-        if c.use_depth:
+        needs_k = c.use_depth or c.normal_map or c.translation_mode == 'patch_offset'
+        if c.use_depth or c.normal_map:
             if depth is None or depth.dim() != 3 or tuple(depth.shape[1:]) != (H, W):
                 got = None if depth is None else tuple(depth.shape)
                 raise ValueError(f'depth must be float metres [B,{H},{W}], got {got}')

@@ -1,0 +1,60 @@
+"""Surface normals from a depth image (paper 000 §4.4.2, "implicit depth via normal maps"), in torch.
+
+    surface_normals(depth[B,H,W] metres, K[B,3,3], depth_range) -> normals[B,3,H,W]
+
+Every pixel is back-projected (P = d · K^-1 [u, v, 1], camera optical frame); the tangents along image columns
+(u) and rows (v) are one-sided differences to the neighbours, and n = −(t_u × t_v) / ‖·‖ faces the camera
+(a fronto-parallel plane gives (0, 0, −1)). Robust to holes and edges:
+  - a difference is used only when both of its pixels have valid depth (depth_tokens.valid_depth_mask);
+  - with both sides valid, the side with the smaller depth change is used (at an object's silhouette that is
+    the side on the same surface; on a smooth surface both agree to first order);
+  - a pixel with no valid difference along u or v (hole, or isolated) gets the zero vector, never NaN.
+Only slicing, where, arithmetic and sqrt: exports to ONNX and runs on the GPU inside the graph.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .depth_tokens import backproject, valid_depth_mask
+
+__all__ = ['pixel_points', 'surface_normals']
+
+
+def pixel_points(depth: Tensor, K: Tensor) -> Tensor:
+    """[B,3,H,W] back-projected point of every pixel (u = column, v = row, pixel centres at integers)."""
+    B, H, W = depth.shape
+    v, u = torch.meshgrid(torch.arange(H, device=depth.device, dtype=depth.dtype),
+                          torch.arange(W, device=depth.device, dtype=depth.dtype), indexing='ij')   # [H,W] x2
+    uv = torch.stack([u.reshape(-1), v.reshape(-1)], dim=-1)                                         # [HW,2]
+    points = backproject(depth.reshape(B, H * W), uv, K.to(depth.dtype))                            # [B,HW,3]
+    return points.transpose(1, 2).reshape(B, 3, H, W)
+
+
+def _tangent(points: Tensor, valid: Tensor, dim: int) -> Tensor:
+    """Edge-aware one-sided difference of points [B,3,H,W] along `dim` (-1: u, -2: v); 0 where undefined."""
+    n = points.shape[dim]
+    diff = points.narrow(dim, 1, n - 1) - points.narrow(dim, 0, n - 1)              # P[i+1] - P[i]
+    ok = valid.narrow(dim, 1, n - 1) & valid.narrow(dim, 0, n - 1)                  # [B,1,...]
+    zeros, no = torch.zeros_like(points.narrow(dim, 0, 1)), torch.zeros_like(valid.narrow(dim, 0, 1))
+    fwd, fwd_ok = torch.cat([diff, zeros], dim), torch.cat([ok, no], dim)           # P[i+1] - P[i]
+    bwd, bwd_ok = torch.cat([zeros, diff], dim), torch.cat([no, ok], dim)           # P[i] - P[i-1]
+    fwd_closer = fwd[:, 2:3].abs() <= bwd[:, 2:3].abs()                             # smaller depth change
+    both = fwd_ok & bwd_ok
+    use_fwd = (both & fwd_closer) | (fwd_ok & ~bwd_ok)
+    return torch.where(use_fwd, fwd, torch.where(bwd_ok, bwd, torch.zeros_like(fwd)))
+
+
+def surface_normals(depth: Tensor, K: Tensor, depth_range: tuple[float, float]) -> Tensor:
+    """Unit normals [B,3,H,W] (x, y, z in the camera optical frame, facing the camera), 0 where undefined.
+
+    depth: float[B,H,W] metres (0 / NaN / inf / outside depth_range invalid); K: [B,3,3] for this H x W."""
+    valid = valid_depth_mask(depth, depth_range).unsqueeze(1)                        # [B,1,H,W] bool
+    d = torch.where(valid.squeeze(1), depth, torch.zeros_like(depth))                # NaN removed
+    points = pixel_points(d, K)                                                      # [B,3,H,W]
+    tu, tv = _tangent(points, valid, -1), _tangent(points, valid, -2)               # [B,3,H,W] x2
+    ux, uy, uz = tu.unbind(1)
+    vx, vy, vz = tv.unbind(1)
+    n = -torch.stack([uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx], dim=1)   # −(t_u × t_v)
+    norm = torch.sqrt((n * n).sum(dim=1, keepdim=True))                              # [B,1,H,W]
+    return torch.where(norm > 0, n / norm.clamp_min(1e-30), torch.zeros_like(n))
