@@ -29,8 +29,8 @@ def azimuth_polar_coordinates(points: torch.Tensor) -> torch.Tensor:
     r = 0 (on the camera axis x = y = 0, φ := 0 with zero gradient)."""
     x, y, z = points.unbind(-1)
     on_axis = (x == 0) & (y == 0)
-    safe_x = torch.where(on_axis, torch.ones_like(x), x)  # keeps atan2/hypot gradients finite on the axis
-    rho_xy = torch.where(on_axis, torch.zeros_like(x), torch.hypot(safe_x, y))
+    safe_x = torch.where(on_axis, torch.ones_like(x), x)  # keeps atan2/sqrt gradients finite on the axis
+    rho_xy = torch.where(on_axis, torch.zeros_like(x), torch.sqrt(safe_x * safe_x + y * y))  # (no ONNX hypot)
     theta = torch.atan2(rho_xy, z)
     phi = torch.where(on_axis, torch.zeros_like(x), torch.atan2(y, safe_x))
     radius = torch.sqrt(rho_xy * rho_xy + z * z)

@@ -3,11 +3,12 @@
     surface_normals(depth[B,H,W] metres, K[B,3,3], depth_range) -> normals[B,3,H,W]
 
 Every pixel is back-projected (P = d · K^-1 [u, v, 1], camera optical frame); the tangents along image columns
-(u) and rows (v) are one-sided differences to the neighbours, and n = −(t_u × t_v) / ‖·‖ faces the camera
-(a fronto-parallel plane gives (0, 0, −1)). Robust to holes and edges:
+(u) and rows (v) are differences to the neighbours, and n = −(t_u × t_v) / ‖·‖ faces the camera (a
+fronto-parallel plane gives (0, 0, −1)). Robust to holes and edges:
   - a difference is used only when both of its pixels have valid depth (depth_tokens.valid_depth_mask);
-  - with both sides valid, the side with the smaller depth change is used (at an object's silhouette that is
-    the side on the same surface; on a smooth surface both agree to first order);
+  - both sides valid: the central difference (second-order accurate) when the two one-sided depth changes are
+    within a factor EDGE_RATIO of each other, else the side with the smaller depth change (at a depth step that
+    is the side on the same surface); one side valid: that side;
   - a pixel with no valid difference along u or v (hole, or isolated) gets the zero vector, never NaN.
 Only slicing, where, arithmetic and sqrt: exports to ONNX and runs on the GPU inside the graph.
 """
@@ -18,7 +19,9 @@ from torch import Tensor
 
 from .depth_tokens import backproject, valid_depth_mask
 
-__all__ = ['pixel_points', 'surface_normals']
+__all__ = ['EDGE_RATIO', 'pixel_points', 'surface_normals']
+
+EDGE_RATIO = 2.0   # one-sided depth changes differing by more than this factor mark a depth edge
 
 
 def pixel_points(depth: Tensor, K: Tensor) -> Tensor:
@@ -39,10 +42,11 @@ def _tangent(points: Tensor, valid: Tensor, dim: int) -> Tensor:
     zeros, no = torch.zeros_like(points.narrow(dim, 0, 1)), torch.zeros_like(valid.narrow(dim, 0, 1))
     fwd, fwd_ok = torch.cat([diff, zeros], dim), torch.cat([ok, no], dim)           # P[i+1] - P[i]
     bwd, bwd_ok = torch.cat([zeros, diff], dim), torch.cat([no, ok], dim)           # P[i] - P[i-1]
-    fwd_closer = fwd[:, 2:3].abs() <= bwd[:, 2:3].abs()                             # smaller depth change
-    both = fwd_ok & bwd_ok
-    use_fwd = (both & fwd_closer) | (fwd_ok & ~bwd_ok)
-    return torch.where(use_fwd, fwd, torch.where(bwd_ok, bwd, torch.zeros_like(fwd)))
+    dz_f, dz_b = fwd[:, 2:3].abs(), bwd[:, 2:3].abs()                               # [B,1,...] depth changes
+    smooth = (dz_f <= EDGE_RATIO * dz_b) & (dz_b <= EDGE_RATIO * dz_f)
+    one_sided = torch.where((dz_f <= dz_b) & fwd_ok | ~bwd_ok, fwd, bwd)            # smaller change, or the valid one
+    tangent = torch.where(fwd_ok & bwd_ok & smooth, 0.5 * (fwd + bwd), one_sided)
+    return torch.where(fwd_ok | bwd_ok, tangent, torch.zeros_like(fwd))
 
 
 def surface_normals(depth: Tensor, K: Tensor, depth_range: tuple[float, float]) -> Tensor:
