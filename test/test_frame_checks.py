@@ -80,15 +80,23 @@ def test_stamp_gate_zero_future_out_of_order_and_reset():
     assert gate.check(10 ** 6 * S, now) == ()
 
 
-def test_input_watch_reports_silent_inputs_only_after_the_timeout():
-    w = InputWatch(['image', 'depth', 'camera_info'], timeout_s=0.5, start_ns=0)
-    assert w.missing(S // 4) == []                            # just subscribed
-    w.seen('image', S // 4)
-    w.seen('depth', S // 4)
-    assert w.missing(S, among=('depth', 'camera_info')) == ['depth', 'camera_info']
-    w.seen('depth', S)
-    assert w.missing(S + 1, among=('depth', 'camera_info')) == ['camera_info']
-    w.seen('camera_info', S + 2)
-    assert w.missing(S + 3) == ['image']                      # image last seen 0.75 s ago
+def test_input_watch_reports_partners_silent_while_colour_keeps_coming():
+    w = InputWatch('image', ('depth', 'camera_info'), timeout_s=0.5)
+    assert w.missing(10 * S) == []                             # nothing arrived yet: nothing is missing
+    w.seen('image', S)
+    assert w.missing(S + S // 4) == []                         # partners may lag a little
+    w.seen('depth', S + 1)
+    assert w.missing(2 * S) == ['camera_info']                 # 1 s of colour without camera_info
+    w.seen('image', 2 * S)                                     # depth not seen since this image: its clock starts
+    assert w.missing(2 * S + S // 4) == ['camera_info']
+    assert w.missing(3 * S) == ['depth', 'camera_info']
+    w.seen('camera_info', 3 * S)
+    w.seen('depth', 3 * S)
+    assert w.missing(60 * S) == []                             # a paused stream is not missing anything
+    w.seen('image', 60 * S)                                    # it resumes: the first image starts the clock,
+    w.seen('depth', 60 * S + 1000)                             # its partners stop it
+    w.seen('camera_info', 60 * S + 2000)
+    assert w.missing(60 * S + S) == []
     w.timeout_s = 10.0
-    assert w.missing(S + 3) == []
+    w.seen('image', 61 * S)
+    assert w.missing(62 * S) == []

@@ -89,17 +89,25 @@ class StampGate:
 
 
 class InputWatch:
-    """Last arrival time per input (monotonic ns); ``missing(now_ns)``: inputs silent for more than ``timeout_s``
-    (never seen counts from ``start_ns``, the subscription time)."""
+    """Notices partner inputs (depth, camera_info) that stay silent while the primary (colour) keeps arriving.
 
-    def __init__(self, inputs: Iterable[str], timeout_s: float, start_ns: int):
-        self.timeout_s = float(timeout_s)
-        self._last = {name: int(start_ns) for name in inputs}
+    ``seen(name, now_ns)`` on every message (monotonic ns); ``missing(now_ns)``: partners not seen since the first
+    primary message that came after their last one, more than ``timeout_s`` ago. A stream that pauses and
+    resumes is not missing: the first colour image after the pause starts the clock and its partners stop it.
+    """
+
+    def __init__(self, primary: str, partners: Iterable[str], timeout_s: float):
+        self.primary, self.timeout_s = primary, float(timeout_s)
+        self._waiting_since: dict[str, int | None] = {name: None for name in partners}
 
     def seen(self, name: str, now_ns: int) -> None:
-        self._last[name] = int(now_ns)
+        if name == self.primary:
+            for partner, since in self._waiting_since.items():
+                if since is None:
+                    self._waiting_since[partner] = int(now_ns)
+        elif name in self._waiting_since:
+            self._waiting_since[name] = None
 
-    def missing(self, now_ns: int, among: Iterable[str] | None = None) -> list[str]:
-        names = self._last if among is None else among
+    def missing(self, now_ns: int) -> list[str]:
         limit = self.timeout_s * S_TO_NS
-        return [n for n in names if now_ns - self._last[n] > limit]
+        return [n for n, since in self._waiting_since.items() if since is not None and now_ns - since > limit]

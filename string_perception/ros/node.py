@@ -201,7 +201,7 @@ class StringPerceptionNode(LifecycleNode):
                  ('depth', Image, 'depth'), ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
-        self._watch = InputWatch([name for name, _, _ in specs], cfg['input_timeout'], time.monotonic_ns())
+        self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
         for name, msg_type, topic in specs:
             sub = Subscriber(self, msg_type, topic,
                              qos_profile=_qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth']))
@@ -266,7 +266,7 @@ class StringPerceptionNode(LifecycleNode):
         now = time.monotonic_ns()
         watch.seen(name, now)
         if name == 'image':
-            for gone in watch.missing(now, among=('depth', 'camera_info')):
+            for gone in watch.missing(now):
                 self.stats.bad_input(f'missing_{gone}')
                 self._warn(f'bad input (missing_{gone})', f'colour images arrive but no {gone} for more than '
                            f'{watch.timeout_s:g} s: is its publisher running, and on the remapped topic?')
