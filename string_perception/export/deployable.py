@@ -5,8 +5,8 @@
 
 Every layer's position encoding (none / rope / rope_mixed / cayley / circulant / dense) is replaced by its canonical
 form R(r) = basisᵀ · Rot(freqs · r) · basis (`PositionEncoding.canonical()`; for ⊗-STRING, 'tensor_product', the
-basis is a lift [H, 2m·Dh, Dh], so the folded q/k heads are 2m·Dh wide while v keeps Dh): the basis is folded into that layer's
-query and key projections (W ← P W, b ← P b per head, `encodings.fold_basis_into_projection`) and the layer only
+basis is a lift [H, 2m·Dh, Dh], so the folded q/k heads are 2m·Dh wide while v keeps Dh): the basis is folded into
+that layer's query and key projections (W ← P W, b ← P b per head, `encodings.fold_basis_into_projection`) and the layer only
 applies the RoPE-Mixed rotation Rot(freqs · r) (the half-split convention of `encodings.apply_rope_mixed`): no FFT,
 no linear solve, no matrix exponential, no complex numbers in the graph. Layers whose canonical frequencies are all
 zero ('none') get no rotation at all. Logits qᵀk are unchanged because Pᵀ cancels (fold.py) and v is untouched,
