@@ -31,6 +31,8 @@ class CanonicalForm:
     basis: [H, Dh, Dh] orthogonal, rows = the new coordinates; freqs: [H, Dh/2, dc], zero rows on null planes.
     Both always carry the full head dimension H (heads are materialised even when shared_across_heads), are
     float64, detached, and on the encoding's device (CPU for 'none', which has no tensors).
+    ⊗-STRING ('tensor_product') is the one exception: basis is a lift [H, 2m·Dh, Dh] (BᵀB = I, not square) and
+    freqs [H, m·Dh, dc]; the logits identity (B q)ᵀ Rot(Λ(r_j − r_i)) (B k) still holds, so it folds the same way.
     """
 
     basis: torch.Tensor
