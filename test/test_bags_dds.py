@@ -63,7 +63,7 @@ def _round(pg, name, bag, out, storage, topics, node):
         assert _wait_line(rec, f'{RECORDING_LINE} {t}', 30), pg.logs()
     play = pg.start_python(f'play_{name}', ['-m', 'string_perception.bags.play', str(bag), '--rate', str(RATE),
                                             '--topics', *topics, '--wait-for-subscribers', '2',
-                                            '--wait-topics', *CAMERA])
+                                            '--wait-topics', *CAMERA, f'{GT}=1'])   # node + recorder; recorder
     assert play.wait(timeout=60) == 0, pg.logs()
     import time
     time.sleep(2.0)                                      # the node's last answers
@@ -81,7 +81,9 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
 
     sample = default_sample_path()
     bag_a, bag_b = tmp_path / 'a', tmp_path / 'b'
-    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'image_transport': 'compressed'},
+    # the second round replays the same stamps 0.8 s back in time: a clock reset for the node, not out of order
+    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'image_transport': 'compressed',
+                                           'stamp_reset_jump': 0.1},
                        remaps={'image': '/camera/color/image_raw', 'depth': CAMERA[1], 'camera_info': CAMERA[2]})
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         node = pg.start_python('node', cmd[1:])

@@ -123,3 +123,12 @@ def test_header_parser_matches_the_typestore(fs):
     msg = M.image_msg(fs[0].rgb, 'rgb8', 1_234_567_890_123_456_789, 'some_frame')
     raw = store.serialize_cdr(msg, 'sensor_msgs/msg/Image')
     assert header_of(raw) == (1_234_567_890_123_456_789, 'some_frame')
+
+
+def test_player_wait_topics_take_their_own_subscriber_counts():
+    from string_perception.bags.play import parse_wait_topics
+    assert parse_wait_topics(None, 2) is None
+    assert parse_wait_topics(['/a', '/b=1', '/c=0'], 2) == {'/a': 2, '/b': 1, '/c': 0}
+    for bad in (['/a=x'], ['/a=-1']):
+        with pytest.raises(ValueError, match='wait-topics'):
+            parse_wait_topics(bad, 1)

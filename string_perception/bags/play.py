@@ -15,12 +15,33 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from .reader import BagError, open_bag
 from .ros_io import message_class, parse_remaps, publisher_qos
 
 __all__ = ['BagPlayer', 'main']
+
+
+# Reliable publishers keep this many messages for slow subscribers: with a shallow history (10) a loaded machine
+# overwrote frames a recorder had not acknowledged yet, and they were lost.
+PLAYER_QOS_DEPTH = 100
+
+
+def parse_wait_topics(items: Iterable[str] | None, count: int) -> dict[str, int] | None:
+    """``['/a', '/b=1']`` -> ``{'/a': count, '/b': 1}`` (None stays None: every played topic)."""
+    if items is None:
+        return None
+    out = {}
+    for item in items:
+        topic, sep, n = item.partition('=')
+        try:
+            out[topic] = int(n) if sep else count
+        except ValueError:
+            raise ValueError(f'--wait-topics: expected TOPIC or TOPIC=N, got {item!r}') from None
+        if out[topic] < 0:
+            raise ValueError(f'--wait-topics: subscriber count must be >= 0, got {item!r}')
+    return out
 
 
 class BagPlayer:
@@ -47,18 +68,20 @@ class BagPlayer:
                 continue
             out = remaps.get(c.topic, c.topic)
             self.publishers[c.topic] = node.create_publisher(message_class(c.msgtype), out,
-                                                             publisher_qos(reliability))
+                                                             publisher_qos(reliability, PLAYER_QOS_DEPTH))
             self.output_topics[c.topic] = out
         self.published = 0
 
-    def wait_for_subscribers(self, count: int = 1, timeout: float = 30.0, topics: Iterable[str] | None = None) -> bool:
-        """Block until every (or each of ``topics``, bag names) publisher has ``count`` subscribers."""
-        unknown = set(topics or ()) - set(self.publishers)
+    def wait_for_subscribers(self, count: int = 1, timeout: float = 30.0,
+                             topics: Iterable[str] | Mapping[str, int] | None = None) -> bool:
+        """Block until every (or each of ``topics``, bag names) publisher has ``count`` subscribers; a mapping
+        ``{topic: n}`` gives each topic its own count."""
+        wanted = dict(topics) if isinstance(topics, Mapping) else {t: count for t in (topics or self.publishers)}
+        unknown = set(wanted) - set(self.publishers)
         if unknown:
             raise BagError(f'{self.bag}: not played, so cannot wait for subscribers: {", ".join(sorted(unknown))}')
-        pubs = [self.publishers[t] for t in (topics or self.publishers)]
         deadline = time.monotonic() + timeout
-        while any(p.get_subscription_count() < count for p in pubs):
+        while any(self.publishers[t].get_subscription_count() < n for t, n in wanted.items()):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.02)
@@ -72,6 +95,12 @@ class BagPlayer:
             self._play_once(should_stop, on_publish)
             if not loop or should_stop():
                 return self.published
+
+    def wait_for_acks(self, timeout: float = 5.0) -> bool:
+        """Block until reliable subscribers acknowledged everything published (call before exiting: a process that
+        ends right after its last ``publish`` can take that message with it). Best-effort topics return at once."""
+        from rclpy.duration import Duration
+        return all(p.wait_for_all_acked(Duration(seconds=timeout)) for p in self.publishers.values())
 
     def _play_once(self, should_stop: Callable[[], bool], on_publish) -> None:
         reader = open_bag(self.bag)
@@ -118,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--reliability', choices=('reliable', 'best_effort'), default='reliable')
     p.add_argument('--wait-for-subscribers', type=int, default=0, metavar='N',
                    help='wait until every topic has N subscribers before playing')
-    p.add_argument('--wait-topics', nargs='+', default=None, metavar='TOPIC',
-                   help='only these (bag) topics need the N subscribers (default: every played topic)')
+    p.add_argument('--wait-topics', nargs='+', default=None, metavar='TOPIC[=N]',
+                   help='only these (bag) topics need the N subscribers, or their own =N (default: every topic)')
     p.add_argument('--wait-timeout', type=float, default=30.0, help='seconds to wait for subscribers')
     p.add_argument('--domain-id', type=int, default=None,
                    help='ROS_DOMAIN_ID with the loopback-only DDS profile (default: the environment as it is)')
@@ -130,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         remaps = parse_remaps(args.remap)
+        wait_topics = parse_wait_topics(args.wait_topics, args.wait_for_subscribers)
     except ValueError as e:
         print(f'string-perception-play: {e}', file=sys.stderr)
         return 2
@@ -142,15 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         player = BagPlayer(node, args.bag, rate=args.rate, remaps=remaps, topics=args.topics,
                            reliability=args.reliability)
-        if args.wait_for_subscribers > 0 and not player.wait_for_subscribers(
-                args.wait_for_subscribers, args.wait_timeout, topics=args.wait_topics):
-            print(f'string-perception-play: fewer than {args.wait_for_subscribers} subscriber(s) after '
-                  f'{args.wait_timeout:g} s', file=sys.stderr)
+        if (args.wait_for_subscribers > 0 or wait_topics) and not player.wait_for_subscribers(
+                args.wait_for_subscribers, args.wait_timeout, topics=wait_topics):
+            print(f'string-perception-play: too few subscribers after {args.wait_timeout:g} s', file=sys.stderr)
             return 1
         print(f'playing {args.bag} ({len(player.publishers)} topics, {player.duration_ns / 1e9:.2f} s '
               f'at x{args.rate:g})', flush=True)
         n = player.play(loop=args.loop)
-        print(f'published {n} messages', flush=True)
+        acked = player.wait_for_acks()
+        print(f'published {n} messages' + ('' if acked else ' (not all acknowledged by reliable subscribers)'),
+              flush=True)
         return 0
     except BagError as e:
         print(f'string-perception-play: {e}', file=sys.stderr)
