@@ -86,3 +86,28 @@ def plot_latency_histogram(latencies_ms: Sequence[float], path: str | Path, bins
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc='upper right')
     return _save(fig, path, dpi)
+
+
+def plot_learning_curves(panels: Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]], path: str | Path,
+                         ylabel: str = 'validation avg best 3D IoU', title: str = 'Learning curves',
+                         colors: Mapping[str, str] | None = None, dpi: int = 100) -> Path:
+    """One panel per entry of ``panels`` (e.g. per encoder), one line per curve in it:
+    ``{panel: {label: {'step': [...], 'mean': [...], 'std': [...]}}}``; ``std`` (optional) is drawn as a band.
+    ``colors`` ({label: matplotlib colour}) keeps a label's colour the same in every panel."""
+    n = max(1, len(panels))
+    fig = Figure(figsize=(5 * n, 4), layout='constrained')
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    for ax, (name, curves) in zip(axes, panels.items()):
+        for label, c in curves.items():
+            step, mean = np.asarray(c['step'], float), np.asarray(c['mean'], float)
+            line, = ax.plot(step, mean, marker='.', label=label, color=(colors or {}).get(label))
+            if c.get('std') is not None and len(c['std']) == len(mean):
+                std = np.asarray(c['std'], float)
+                ax.fill_between(step, mean - std, mean + std, color=line.get_color(), alpha=0.15, lw=0)
+        ax.set(xlabel='training step', title=name)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc='lower right', fontsize='small')
+    axes[0].set_ylabel(ylabel)
+    fig.suptitle(title)
+    return _save(fig, path, dpi)

@@ -1,0 +1,566 @@
+"""Reproduce the STRING paper's 3D detection comparison (paper 000 §4.2.2 Table 4, App. F.4 Table 6; issue 8).
+
+Trains ViT and ViTD x {none, rope, rope_mixed, circulant, cayley} (+ ViTD camera_xyz with the best ViTD encoding)
+with one shared budget and several seeds, evaluates every run's best checkpoint (picked on validation) on the same
+held-out test split, and writes to ``--out``: ``table.md`` (best and mean ± std per cell next to the paper's
+numbers, and which of the paper's claims hold), ``results.json`` and ``learning_curves.png``.
+
+    python benchmarks/paper_table4.py                            # the full table: 11 configs x 3 seeds, tiny preset
+    python benchmarks/paper_table4.py --estimate                 # time 20 steps per config, project the wall time
+    python benchmarks/paper_table4.py --budget-scale 0.25 --seeds 1 --configs vit-none vitd-cayley
+    python benchmarks/paper_table4.py --device cuda --preset base --out runs/table4_base
+
+Configurations are ``ENCODER-ENCODING``: encoders ``vit`` (RGB only, 2D grid coordinates; the baseline ``none``
+gets the learned absolute position embedding of a standard ViT, as the paper's baseline), ``vitd`` (RGB-D,
+``grid_depth``: the paper's setting) and ``vitd_xyz`` (RGB-D, ``camera_xyz``); ``vitd_xyz-auto`` takes the ViTD
+encoding with the best mean test IoU once the ViTD runs are done.
+
+Resumable: every run lives in ``OUT/runs/CONFIG/seedK``; a run with ``test.json`` is done and skipped, a run with
+``last.pt`` continues from it. A finished run trained with another budget is an error (use another ``--out``).
+On CPU ``--jobs`` runs (default 2, one torch thread each) train side by side as subprocesses; ``--jobs 1`` trains
+in this process. Training and test frames are generated once into ``OUT/cache`` and shared by every run.
+
+Default budget (:class:`Budget`) and how it was sized: ``--estimate`` times ``--estimate-steps`` optimiser steps
+of every configuration on real batches (one thread, as each job runs), the validation/test inference per frame and
+the frame generation rate, and projects ``sum over runs (steps * t_step + evaluated frames * t_frame + start-up) /
+jobs + frame generation``. The defaults keep that projection near 2 h on a 2-core machine; scale them with
+``--budget-scale`` or set ``--steps`` directly.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:       # run as a script from a checkout
+    sys.path.insert(0, str(REPO))
+
+from string_perception.evaluation.paper_table import (ENCODER_TITLES, ENCODING_TITLES, ENCODINGS,  # noqa: E402
+                                                      render_markdown, summarise)
+
+ENCODERS: dict[str, dict[str, Any]] = {          # ViTDConfig overrides per encoder
+    'vit': {'use_depth': False},
+    'vitd': {'use_depth': True, 'coord_mode': 'grid_depth'},
+    'vitd_xyz': {'use_depth': True, 'coord_mode': 'camera_xyz'},
+}
+AUTO = 'auto'                                     # vitd_xyz-auto: the best ViTD encoding (mean test IoU)
+DEFAULT_CONFIGS = tuple(f'{enc}-{e}' for enc in ('vit', 'vitd') for e in ENCODINGS) + (f'vitd_xyz-{AUTO}',)
+RESULT_FILE = 'test.json'
+METRIC = 'avg_best_iou'
+
+
+@dataclass
+class Budget:
+    """The training budget every configuration and seed shares."""
+    steps: int = 300
+    batch_size: int = 16
+    num_train_frames: int = 4000     # training seeds [0, n)
+    warmup_fraction: float = 0.05    # linear warm-up over this fraction of the steps, then cosine
+    val_points: int = 6              # validations per run: learning-curve points, best.pt picked on them
+    val_frames: int = 64
+    test_frames: int = 200           # held-out test seeds [2e9, 2e9 + n), the same for every run
+
+    def scaled(self, scale: float) -> 'Budget':
+        """Steps and training frames times ``scale`` (evaluation sizes kept)."""
+        return dataclasses.replace(self, steps=max(1, round(self.steps * scale)),
+                                   num_train_frames=max(self.batch_size, round(self.num_train_frames * scale)))
+
+    @property
+    def val_every(self) -> int:
+        return max(1, math.ceil(self.steps / self.val_points))
+
+    @property
+    def warmup_steps(self) -> int:
+        return max(1, round(self.steps * self.warmup_fraction))
+
+
+@dataclass
+class Settings:
+    """Everything besides the budget that decides what a run computes or where it runs."""
+    out: Path
+    preset: str = 'tiny'
+    seeds: int = 3
+    model: dict[str, Any] = dataclasses.field(default_factory=dict)   # ViTDConfig overrides for every config
+    train: dict[str, Any] = dataclasses.field(default_factory=dict)   # TrainConfig overrides for every config
+    device: str = 'cpu'
+    jobs: int = 1
+    threads: int = 1
+    progress: bool = False
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Configurations -> run specs
+# ----------------------------------------------------------------------------------------------------------------
+
+def parse_config(name: str) -> tuple[str, str]:
+    encoder, sep, encoding = name.partition('-')
+    if not sep or encoder not in ENCODERS or encoding not in (*ENCODINGS, AUTO):
+        raise ValueError(f'bad configuration {name!r}: expected ENCODER-ENCODING with ENCODER in {tuple(ENCODERS)} '
+                         f'and ENCODING in {ENCODINGS + (AUTO,)}')
+    return encoder, encoding
+
+
+def scene_key(scene_cfg) -> str:
+    return hashlib.sha256(json.dumps(dataclasses.asdict(scene_cfg), sort_keys=True, default=str).encode()
+                          ).hexdigest()[:10]
+
+
+def train_config(encoder: str, encoding: str, seed: int, budget: Budget, settings: Settings):
+    """The ``TrainConfig`` of one run (its output directory included)."""
+    from string_perception.training.train import TrainConfig
+    base = TrainConfig(**settings.train)
+    model = {**base.model_overrides, **settings.model, **ENCODERS[encoder], 'encoding': encoding}
+    run_dir = settings.out / 'runs' / f'{encoder}-{encoding}' / f'seed{seed}'
+    cfg = dataclasses.replace(
+        base, preset=settings.preset, model_overrides=model, steps=budget.steps, batch_size=budget.batch_size,
+        num_train_frames=budget.num_train_frames, warmup_steps=budget.warmup_steps, val_every=budget.val_every,
+        val_frames=budget.val_frames, seed=seed, out=str(run_dir), device=settings.device, threads=settings.threads,
+        keep_every=0)
+    from string_perception.training.train import build_model_config, build_scene_config
+    scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+    cfg.cache_file = str(settings.out / 'cache' / f'train_{budget.num_train_frames}_{scene_key(scene_cfg)}.npz')
+    return cfg
+
+
+def run_spec(encoder: str, encoding: str, seed: int, budget: Budget, settings: Settings) -> dict[str, Any]:
+    cfg = train_config(encoder, encoding, seed, budget, settings)
+    from string_perception.training.train import build_model_config, build_scene_config
+    scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+    what = {k: v for k, v in cfg.to_dict().items() if k not in ('out', 'device', 'threads', 'num_workers',
+                                                                 'cache_file')}
+    what['test_frames'] = budget.test_frames
+    fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+    return {'config': f'{encoder}-{encoding}', 'encoder': encoder, 'encoding': encoding, 'seed': seed,
+            'train_config': cfg.to_dict(), 'test_frames': budget.test_frames, 'fingerprint': fingerprint,
+            'test_cache': str(settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene_cfg)}.npz'),
+            'progress': settings.progress}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One run: train (or resume, or skip) and evaluate the best checkpoint on the test split
+# ----------------------------------------------------------------------------------------------------------------
+
+def finished_record(spec: dict[str, Any]) -> dict[str, Any] | None:
+    path = Path(spec['train_config']['out']) / RESULT_FILE
+    if not path.exists():
+        return None
+    rec = json.loads(path.read_text())
+    if rec.get('fingerprint') != spec['fingerprint']:
+        raise RuntimeError(f'{path} was made with another budget or settings (fingerprint {rec.get("fingerprint")} '
+                           f'!= {spec["fingerprint"]}); use another --out or delete that run')
+    return rec
+
+
+def test_dataset(spec: dict[str, Any]):
+    """The held-out test frames (seeds [2e9, 2e9 + n)), generated once into ``spec['test_cache']``."""
+    from string_perception.training.data import SceneDataset
+    from string_perception.training.train import TrainConfig, build_model_config, build_scene_config
+    cfg = TrainConfig.from_dict(spec['train_config'])
+    dataset = SceneDataset('test', spec['test_frames'], build_scene_config(cfg, build_model_config(cfg)))
+    dataset.build_cache(path=spec['test_cache'])
+    return dataset
+
+
+def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Headline metrics of the run's best checkpoint (``last.pt`` when no validation ran) on the test split."""
+    from string_perception.evaluation.evaluate import evaluate_predictions, headline, load_model, predict
+    from string_perception.training.train import TrainConfig, resolve_device
+    cfg = TrainConfig.from_dict(spec['train_config'])
+    run_dir = Path(cfg.out)
+    ckpt_path = run_dir / 'best.pt' if (run_dir / 'best.pt').exists() else run_dir / 'last.pt'
+    device = resolve_device(cfg.device)
+    model, model_cfg, ckpt = load_model(ckpt_path, device)
+    res = predict(model, test_dataset(spec), device=device, batch_size=cfg.batch_size,
+                  decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
+                          'max_detections': cfg.max_detections})
+    summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
+                                   operating_threshold=cfg.operating_threshold)
+    return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']), 'test': headline(summary)}
+
+
+def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Train (resuming from ``last.pt``) and evaluate one run; a finished run is returned as recorded."""
+    rec = finished_record(spec)
+    if rec is not None:
+        return rec
+    from string_perception.training.train import TrainConfig, train
+    cfg = TrainConfig.from_dict(spec['train_config'])
+    run_dir = Path(cfg.out)
+    last = run_dir / 'last.pt'
+    t0 = time.perf_counter()
+    train(cfg, resume=str(last) if last.exists() else None, progress=spec['progress'])
+    t1 = time.perf_counter()
+    rec = {k: spec[k] for k in ('config', 'encoder', 'encoding', 'seed', 'fingerprint')}
+    rec.update(evaluate_run(spec))
+    rec.update(train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1, steps=cfg.steps)
+    tmp = run_dir / f'{RESULT_FILE}.tmp'
+    tmp.write_text(json.dumps(rec, indent=2) + '\n')
+    os.replace(tmp, run_dir / RESULT_FILE)
+    return rec
+
+
+def run_all(specs: Sequence[dict[str, Any]], settings: Settings) -> tuple[list[dict], list[str]]:
+    """Every spec: in this process one after the other (``jobs == 1``) or ``jobs`` subprocesses side by side.
+    Returns (records of the runs that finished, error messages)."""
+    records, errors = [], []
+    if settings.jobs <= 1:
+        for i, spec in enumerate(specs):
+            print(f'[{i + 1}/{len(specs)}] {spec["config"]} seed {spec["seed"]}', flush=True)
+            records.append(execute_run(spec))
+        return records, errors
+    pending, running = list(specs), []
+    env = {**os.environ, 'OMP_NUM_THREADS': str(settings.threads)}
+    while pending or running:
+        while pending and len(running) < settings.jobs:
+            spec = pending.pop(0)
+            if (rec := finished_record(spec)) is not None:
+                records.append(rec)
+                continue
+            run_dir = Path(spec['train_config']['out'])
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / 'spec.json').write_text(json.dumps(spec, indent=2) + '\n')
+            log = (run_dir / 'run.log').open('a')
+            proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), '--run-one',
+                                     str(run_dir / 'spec.json')], stdout=log, stderr=subprocess.STDOUT, env=env)
+            running.append((proc, spec, log))
+            print(f'started {spec["config"]} seed {spec["seed"]} (pid {proc.pid})', flush=True)
+        time.sleep(0.2)
+        for item in list(running):
+            proc, spec, log = item
+            if proc.poll() is None:
+                continue
+            running.remove(item)
+            log.close()
+            if proc.returncode == 0 and (rec := finished_record(spec)) is not None:
+                records.append(rec)
+                print(f'finished {spec["config"]} seed {spec["seed"]}: {METRIC}={rec["test"][METRIC]:.4f}',
+                      flush=True)
+            else:
+                errors.append(f'{spec["config"]} seed {spec["seed"]} exited {proc.returncode}; see '
+                              f'{Path(spec["train_config"]["out"]) / "run.log"}')
+                print(errors[-1], flush=True)
+    return records, errors
+
+
+def prepare_caches(specs: Sequence[dict[str, Any]], processes: int) -> None:
+    """Generate the shared training and test frames once, before any run starts (runs then only load them)."""
+    from string_perception.training.data import SceneDataset
+    from string_perception.training.train import TrainConfig, build_model_config, build_scene_config
+    seen = set()
+    for spec in specs:
+        cfg = TrainConfig.from_dict(spec['train_config'])
+        scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+        for split, n, path in (('train', cfg.num_train_frames, cfg.cache_file),
+                               ('test', spec['test_frames'], spec['test_cache'])):
+            if path in seen:
+                continue
+            seen.add(path)
+            t0 = time.perf_counter()
+            SceneDataset(split, n, scene_cfg).build_cache(processes=processes, path=path)
+            print(f'{split} frames: {n} in {path} ({time.perf_counter() - t0:.1f} s)', flush=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Learning curves, results, table
+# ----------------------------------------------------------------------------------------------------------------
+
+def read_val_curve(run_dir: Path, metric: str = METRIC) -> dict[int, float]:
+    path = run_dir / 'val.csv'
+    if not path.exists():
+        return {}
+    with path.open() as f:
+        return {int(row['step']): float(row[metric]) for row in csv.DictReader(f)}
+
+
+def learning_curves(records: Sequence[dict[str, Any]], settings: Settings) -> dict[str, dict[str, list[float]]]:
+    """Per configuration: validation ``avg_best_iou`` mean and std over seeds at the steps all seeds share."""
+    by_config: dict[str, list[dict[int, float]]] = {}
+    for rec in records:
+        run_dir = settings.out / 'runs' / rec['config'] / f'seed{rec["seed"]}'
+        by_config.setdefault(rec['config'], []).append(read_val_curve(run_dir))
+    curves = {}
+    for config, runs in by_config.items():
+        steps = sorted(set.intersection(*(set(r) for r in runs)))
+        vals = [[r[s] for r in runs] for s in steps]
+        curves[config] = {'step': steps, 'mean': [statistics.fmean(v) for v in vals],
+                          'std': [statistics.stdev(v) if len(v) > 1 else 0.0 for v in vals]}
+    return curves
+
+
+def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> Path:
+    from string_perception.evaluation.plots import plot_learning_curves
+    panels: dict[str, dict[str, Any]] = {}
+    for config, c in sorted(curves.items(), key=lambda kv: parse_config_sort(kv[0])):
+        encoder, encoding = parse_config(config)
+        panels.setdefault(ENCODER_TITLES[encoder], {})[ENCODING_TITLES[encoding]] = c
+    colors = {ENCODING_TITLES[e]: f'C{i}' for i, e in enumerate(ENCODINGS)}
+    return plot_learning_curves(panels, path, title='Validation avg best 3D IoU (mean ± std over seeds)',
+                                colors=colors)
+
+
+def parse_config_sort(config: str) -> tuple[int, int]:
+    encoder, encoding = parse_config(config)
+    return list(ENCODERS).index(encoder), (ENCODINGS + (AUTO,)).index(encoding)
+
+
+def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wall_s: float) -> list[str]:
+    from string_perception.training.train import provenance
+    compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
+    p = provenance()
+    frames = budget.steps * budget.batch_size
+    return [f'Budget per run (same for every configuration): preset `{settings.preset}`, {budget.steps} steps x '
+            f'batch {budget.batch_size} = {frames} frames seen, {budget.num_train_frames} training frames, '
+            f'validation on {budget.val_frames} frames every {budget.val_every} steps (best.pt picked there), '
+            f'{settings.seeds} seed(s). Model overrides: `{json.dumps(settings.model)}`, train overrides: '
+            f'`{json.dumps(settings.train)}`.',
+            '',
+            f'Test split: {budget.test_frames} held-out frames (seeds 2e9 ...), the same for every run. Runs: '
+            f'{len(records)}; device `{settings.device}`, {settings.jobs} job(s) x {settings.threads} thread(s); '
+            f'wall time of this invocation {wall_s / 60:.1f} min, train + eval time summed over runs '
+            f'{compute / 60:.1f} min. Code {p["git_commit"]}, torch {p["torch"]}.',
+            '',
+            'Our data is generated (procedural scenes, tiny model, minutes of CPU training) and theirs is 4M '
+            'rendered images with pre-trained towers and 250k steps at batch 1024: only orderings and the ViT -> '
+            'ViTD gain can carry over, not the absolute numbers.']
+
+
+def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_s: float,
+                  errors: Sequence[str]) -> dict[str, Any]:
+    records = sorted(records, key=lambda r: (parse_config_sort(r['config']), r['seed']))
+    summary = summarise(records, METRIC)
+    curves = learning_curves(records, settings)
+    results = {'budget': {**dataclasses.asdict(budget), 'val_every': budget.val_every,
+                          'warmup_steps': budget.warmup_steps},
+               'settings': {**dataclasses.asdict(settings), 'out': str(settings.out)},
+               'runs': records, 'summary': summary, 'curves': curves, 'wall_seconds': wall_s,
+               'errors': list(errors)}
+    out = settings.out
+    (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
+    header = header_lines(budget, settings, records, wall_s)
+    if errors:
+        header += ['', '**Runs that failed** (left out of the table):', *[f'- {e}' for e in errors]]
+    md = render_markdown(summary, header)
+    if curves:
+        plot_curves(curves, out / 'learning_curves.png')
+        md += '\n## Learning curves\n\n![validation avg best 3D IoU vs step](learning_curves.png)\n'
+    (out / 'table.md').write_text(md)
+    return results
+
+
+def resolve_auto(configs: Sequence[str], records: Sequence[dict]) -> list[str]:
+    """``ENCODER-auto`` -> ``ENCODER-<the ViTD encoding with the best mean test IoU>`` (dropped without ViTD runs)."""
+    vitd = {}
+    for r in records:
+        if r['encoder'] == 'vitd':
+            vitd.setdefault(r['encoding'], []).append(r['test'][METRIC])
+    best = max(vitd, key=lambda e: statistics.fmean(vitd[e])) if vitd else None
+    out = []
+    for c in configs:
+        encoder, encoding = parse_config(c)
+        if encoding != AUTO:
+            out.append(c)
+        elif best is None:
+            print(f'{c}: no ViTD results to pick the encoding from; skipped', flush=True)
+        else:
+            out.append(f'{encoder}-{best}')
+    return out
+
+
+def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings) -> dict[str, Any]:
+    """Train and evaluate every configuration x seed (resumable), then write table.md / results.json / plot."""
+    t0 = time.perf_counter()
+    settings.out.mkdir(parents=True, exist_ok=True)
+    for c in configs:
+        parse_config(c)
+    fixed = [c for c in configs if parse_config(c)[1] != AUTO]
+    auto = [c for c in configs if parse_config(c)[1] == AUTO]
+
+    def specs_for(names):
+        return [run_spec(*parse_config(c), seed, budget, settings) for c in names for seed in range(settings.seeds)]
+
+    specs = specs_for(fixed)
+    if specs:
+        prepare_caches(specs, max(1, settings.jobs))
+    records, errors = run_all(specs, settings)
+    if auto:
+        extra = [c for c in resolve_auto(auto, records) if c not in fixed]
+        more, more_errors = run_all(specs_for(extra), settings)
+        records, errors = records + more, errors + more_errors
+    results = write_outputs(records, budget, settings, time.perf_counter() - t0, errors)
+    print(f'wrote {settings.out / "table.md"}, results.json and learning_curves.png', flush=True)
+    return results
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Wall-time estimate from measured step times
+# ----------------------------------------------------------------------------------------------------------------
+
+def measure_config(encoder: str, encoding: str, budget: Budget, settings: Settings, batches: list[dict],
+                   val_set, steps: int) -> dict[str, float]:
+    """Median seconds of one optimiser step (on ``batches``) and mean seconds per evaluated frame (predict +
+    decode + metrics on ``val_set``) of one configuration, on this process's threads."""
+    import torch
+
+    from string_perception.evaluation.evaluate import evaluate_predictions, predict
+    from string_perception.model import ViTD
+    from string_perception.training.train import build_criterion, build_model_config, param_groups
+    cfg = train_config(encoder, encoding, 0, budget, settings)
+    model_cfg = build_model_config(cfg)
+    torch.manual_seed(0)
+    model = ViTD(model_cfg)
+    criterion = build_criterion(model_cfg, cfg)
+    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
+    times = []
+    for i in range(steps + 2):                                       # 2 warm-up steps, not timed
+        batch = batches[i % len(batches)]
+        t = time.perf_counter()
+        loss = criterion(model(batch['image'], batch['depth'], batch['K']), batch['targets'])['loss']
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        times.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    res = predict(model, val_set, batch_size=cfg.batch_size, criterion=criterion,
+                  decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
+                          'max_detections': cfg.max_detections})
+    evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names, operating_threshold=cfg.operating_threshold)
+    return {'step_s': statistics.median(times[2:]), 'eval_frame_s': (time.perf_counter() - t) / len(val_set)}
+
+
+def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: int,
+             startup_s: float = 10.0) -> dict[str, Any]:
+    """Time ``steps`` steps of every configuration and project the benchmark's wall time (``auto`` is timed as
+    the ViTD's most expensive candidate, cayley). ``startup_s``: interpreter + imports + cache load per run."""
+    import torch
+
+    from string_perception.training.data import SceneDataset, collate, measure_generation
+    from string_perception.training.train import build_model_config, build_scene_config
+    torch.set_num_threads(settings.threads)
+    rows, scene_cfgs = {}, {}
+    for c in configs:
+        encoder, encoding = parse_config(c)
+        encoding = 'cayley' if encoding == AUTO else encoding
+        cfg = train_config(encoder, encoding, 0, budget, settings)
+        scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+        key = scene_key(scene_cfg)
+        if key not in scene_cfgs:
+            train_set = SceneDataset('train', 2 * budget.batch_size, scene_cfg, canonical_targets=True)
+            batches = [collate([train_set[i] for i in range(b * budget.batch_size, (b + 1) * budget.batch_size)])
+                       for b in range(2)]
+            val_set = SceneDataset('val', min(budget.val_frames, 32), scene_cfg)
+            val_set.build_cache()
+            scene_cfgs[key] = (batches, val_set, measure_generation(scene_cfg, num=20))
+        batches, val_set, gen_fps = scene_cfgs[key]
+        m = measure_config(encoder, encoding, budget, settings, batches, val_set, steps)
+        eval_frames = budget.val_points * budget.val_frames + budget.test_frames
+        m['run_s'] = (budget.steps * m['step_s'] + eval_frames * m['eval_frame_s'] + startup_s
+                      + budget.val_frames / gen_fps)
+        rows[c] = m
+        print(f'{c:22s} step {m["step_s"] * 1e3:7.1f} ms   eval {m["eval_frame_s"] * 1e3:6.1f} ms/frame   '
+              f'run {m["run_s"] / 60:5.1f} min', flush=True)
+    gen_fps = statistics.fmean(v[2] for v in scene_cfgs.values())
+    cache_s = (budget.num_train_frames + budget.test_frames) / (gen_fps * max(1, settings.jobs))
+    run_total = sum(m['run_s'] for m in rows.values()) * settings.seeds
+    total = run_total / max(1, settings.jobs) + cache_s
+    load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+    result = {'configs': rows, 'generation_fps': gen_fps, 'cache_seconds': cache_s, 'run_seconds_sum': run_total,
+              'projected_wall_seconds': total, 'jobs': settings.jobs, 'threads': settings.threads,
+              'seeds': settings.seeds, 'timed_steps': steps, 'load_average_1min': load,
+              'budget': dataclasses.asdict(budget)}
+    print(f'frame generation {gen_fps:.0f} frames/s; caches {cache_s / 60:.1f} min; runs {run_total / 60:.1f} min '
+          f'of compute on {settings.jobs} job(s) -> projected wall time {total / 3600:.2f} h '
+          f'(1-min load average during the measurement: {load:.1f})', flush=True)
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+# ----------------------------------------------------------------------------------------------------------------
+
+def _kv(text: str) -> tuple[str, Any]:
+    from string_perception.training.train import _kv as kv
+    return kv(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = Budget()
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument('--out', default='runs/table4', help='output directory (resumable)')
+    p.add_argument('--configs', nargs='+', default=list(DEFAULT_CONFIGS),
+                   help='ENCODER-ENCODING names (default: all 10 + vitd_xyz-auto)')
+    p.add_argument('--seeds', type=int, default=3, help='seeds 0 .. N-1 per configuration')
+    p.add_argument('--preset', default='tiny', help='ViTDConfig preset')
+    b = p.add_argument_group('budget (shared by every run)')
+    b.add_argument('--budget-scale', type=float, default=1.0, help='multiply steps and training frames')
+    b.add_argument('--steps', type=int, default=None, help=f'optimiser steps per run (default {d.steps} x scale)')
+    b.add_argument('--batch-size', type=int, default=d.batch_size)
+    b.add_argument('--train-frames', type=int, default=None,
+                   help=f'training frames (default {d.num_train_frames} x scale)')
+    b.add_argument('--val-points', type=int, default=d.val_points, help='validations per run')
+    b.add_argument('--val-frames', type=int, default=d.val_frames)
+    b.add_argument('--test-frames', type=int, default=d.test_frames)
+    o = p.add_argument_group('overrides for every configuration')
+    o.add_argument('--model', type=_kv, action='append', default=[], metavar='KEY=VALUE',
+                   help='ViTDConfig field (JSON value), e.g. image_size=[64,64]')
+    o.add_argument('--train', type=_kv, action='append', default=[], metavar='KEY=VALUE',
+                   help='TrainConfig field (JSON value), e.g. lr=2e-3')
+    r = p.add_argument_group('where it runs')
+    r.add_argument('--device', default='cpu', help='cpu | cuda | cuda:N')
+    r.add_argument('--jobs', type=int, default=None, help='runs side by side (default: 2 on CPU, 1 on CUDA)')
+    r.add_argument('--threads', type=int, default=None, help='torch threads per job (default: cores / jobs)')
+    r.add_argument('--estimate', action='store_true', help='time steps per config, print the projected wall '
+                   'time, write OUT/estimate.json; trains nothing')
+    r.add_argument('--estimate-steps', type=int, default=20)
+    r.add_argument('--progress', action='store_true', help='tqdm bars (in-process runs)')
+    p.add_argument('--run-one', default=None, help=argparse.SUPPRESS)   # internal: a subprocess job's spec.json
+    return p
+
+
+def budget_from_args(args: argparse.Namespace) -> Budget:
+    budget = dataclasses.replace(Budget(), batch_size=args.batch_size, val_points=args.val_points,
+                                 val_frames=args.val_frames, test_frames=args.test_frames).scaled(args.budget_scale)
+    if args.steps is not None:
+        budget.steps = args.steps
+    if args.train_frames is not None:
+        budget.num_train_frames = args.train_frames
+    return budget
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    cpu = not args.device.startswith('cuda')
+    jobs = args.jobs if args.jobs is not None else (2 if cpu else 1)
+    threads = args.threads if args.threads is not None else max(1, (os.cpu_count() or 1) // jobs)
+    return Settings(out=Path(args.out), preset=args.preset, seeds=args.seeds, model=dict(args.model),
+                    train=dict(args.train), device=args.device, jobs=jobs, threads=threads, progress=args.progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.run_one:
+        execute_run(json.loads(Path(args.run_one).read_text()))
+        return 0
+    budget, settings = budget_from_args(args), settings_from_args(args)
+    if args.estimate:
+        est = estimate(args.configs, budget, settings, args.estimate_steps)
+        settings.out.mkdir(parents=True, exist_ok=True)
+        (settings.out / 'estimate.json').write_text(json.dumps(est, indent=2) + '\n')
+        return 0
+    results = run_benchmark(args.configs, budget, settings)
+    return 1 if results['errors'] else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
