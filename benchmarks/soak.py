@@ -286,6 +286,17 @@ def run(a) -> dict:
     return summarise(res, lis, a)
 
 
+def _rss_figures(rss: list[int]) -> dict:
+    """MiB: median of the first and of the last tenth of the samples after warm-up (single samples jitter by a few
+    MiB as the allocator breathes), their growth in %, and the maximum."""
+    if not rss:
+        return {'after_warmup': None, 'end': None, 'max': None, 'growth_pct': None}
+    k = max(1, len(rss) // 10)
+    first, last = float(np.median(rss[:k])), float(np.median(rss[-k:]))
+    return {'after_warmup': first / 2**20, 'end': last / 2**20, 'max': max(rss) / 2**20,
+            'growth_pct': 100.0 * (last - first) / first}
+
+
 def summarise(res: dict, lis: dict, a) -> dict:
     stamps, recv = np.array(lis['stamps'], np.int64), np.array(lis['recv'], np.int64)
     lat = (recv - stamps) / 1e6                                       # ms, stamp -> listener
@@ -305,12 +316,9 @@ def summarise(res: dict, lis: dict, a) -> dict:
                                           'drops.unsynchronised', 'latency_ms_p95', 'inference_ms_p50',
                                           'execution_provider')},
         'bad_inputs': {k: v for k, v in diag.items() if k.startswith('bad_inputs.')},
-        'rss_mb': {'after_warmup': rss[0] / 2**20 if rss else None, 'end': rss[-1] / 2**20 if rss else None,
-                   'max': max(rss) / 2**20 if rss else None,
-                   'growth_pct': 100.0 * (rss[-1] - rss[0]) / rss[0] if rss else None},
+        'rss_mb': _rss_figures(rss),
         'outputs_per_phase': per_phase,
     })
-    res.pop('rss_samples', None)
     return res
 
 

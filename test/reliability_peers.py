@@ -8,7 +8,6 @@ the item's wall-clock window and the node's counters before and after. Writes ev
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
