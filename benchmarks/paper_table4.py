@@ -117,6 +117,12 @@ def scene_key(scene_cfg) -> str:
                           ).hexdigest()[:10]
 
 
+def scene_config_of(cfg):
+    """The ``SceneConfig`` a ``TrainConfig`` renders its frames with."""
+    from string_perception.training.train import build_model_config, build_scene_config
+    return build_scene_config(cfg, build_model_config(cfg))
+
+
 def train_config(encoder: str, encoding: str, seed: int, budget: Budget, settings: Settings):
     """The ``TrainConfig`` of one run (its output directory included)."""
     from string_perception.training.train import TrainConfig
@@ -128,23 +134,20 @@ def train_config(encoder: str, encoding: str, seed: int, budget: Budget, setting
         num_train_frames=budget.num_train_frames, warmup_steps=budget.warmup_steps, val_every=budget.val_every,
         val_frames=budget.val_frames, seed=seed, out=str(run_dir), device=settings.device, threads=settings.threads,
         keep_every=0)
-    from string_perception.training.train import build_model_config, build_scene_config
-    scene_cfg = build_scene_config(cfg, build_model_config(cfg))
-    cfg.cache_file = str(settings.out / 'cache' / f'train_{budget.num_train_frames}_{scene_key(scene_cfg)}.npz')
+    key = scene_key(scene_config_of(cfg))
+    cfg.cache_file = str(settings.out / 'cache' / f'train_{budget.num_train_frames}_{key}.npz')
     return cfg
 
 
 def run_spec(encoder: str, encoding: str, seed: int, budget: Budget, settings: Settings) -> dict[str, Any]:
     cfg = train_config(encoder, encoding, seed, budget, settings)
-    from string_perception.training.train import build_model_config, build_scene_config
-    scene_cfg = build_scene_config(cfg, build_model_config(cfg))
     what = {k: v for k, v in cfg.to_dict().items() if k not in ('out', 'device', 'threads', 'num_workers',
                                                                  'cache_file')}
     what['test_frames'] = budget.test_frames
     fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return {'config': f'{encoder}-{encoding}', 'encoder': encoder, 'encoding': encoding, 'seed': seed,
             'train_config': cfg.to_dict(), 'test_frames': budget.test_frames, 'fingerprint': fingerprint,
-            'test_cache': str(settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene_cfg)}.npz'),
+            'test_cache': str(settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene_config_of(cfg))}.npz'),
             'progress': settings.progress}
 
 
@@ -166,9 +169,9 @@ def finished_record(spec: dict[str, Any]) -> dict[str, Any] | None:
 def test_dataset(spec: dict[str, Any]):
     """The held-out test frames (seeds [2e9, 2e9 + n)), generated once into ``spec['test_cache']``."""
     from string_perception.training.data import SceneDataset
-    from string_perception.training.train import TrainConfig, build_model_config, build_scene_config
+    from string_perception.training.train import TrainConfig
     cfg = TrainConfig.from_dict(spec['train_config'])
-    dataset = SceneDataset('test', spec['test_frames'], build_scene_config(cfg, build_model_config(cfg)))
+    dataset = SceneDataset('test', spec['test_frames'], scene_config_of(cfg))
     dataset.build_cache(path=spec['test_cache'])
     return dataset
 
@@ -257,11 +260,11 @@ def run_all(specs: Sequence[dict[str, Any]], settings: Settings) -> tuple[list[d
 def prepare_caches(specs: Sequence[dict[str, Any]], processes: int) -> None:
     """Generate the shared training and test frames once, before any run starts (runs then only load them)."""
     from string_perception.training.data import SceneDataset
-    from string_perception.training.train import TrainConfig, build_model_config, build_scene_config
+    from string_perception.training.train import TrainConfig
     seen = set()
     for spec in specs:
         cfg = TrainConfig.from_dict(spec['train_config'])
-        scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+        scene_cfg = scene_config_of(cfg)
         for split, n, path in (('train', cfg.num_train_frames, cfg.cache_file),
                                ('test', spec['test_frames'], spec['test_cache'])):
             if path in seen:
@@ -407,82 +410,101 @@ def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings) ->
 # Wall-time estimate from measured step times
 # ----------------------------------------------------------------------------------------------------------------
 
-def measure_config(encoder: str, encoding: str, budget: Budget, settings: Settings, batches: list[dict],
-                   val_set, steps: int) -> dict[str, float]:
-    """Median seconds of one optimiser step (on ``batches``) and mean seconds per evaluated frame (predict +
-    decode + metrics on ``val_set``) of one configuration, on this process's threads."""
-    import torch
+class StepTimer:
+    """One configuration's model, loss and optimiser on this process's threads: times one optimiser step on a
+    given batch, and the evaluation (predict + decode + metrics) per frame of a dataset."""
 
-    from string_perception.evaluation.evaluate import evaluate_predictions, predict
-    from string_perception.model import ViTD
-    from string_perception.training.train import build_criterion, build_model_config, param_groups
-    cfg = train_config(encoder, encoding, 0, budget, settings)
-    model_cfg = build_model_config(cfg)
-    torch.manual_seed(0)
-    model = ViTD(model_cfg)
-    criterion = build_criterion(model_cfg, cfg)
-    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr)
-    times = []
-    for i in range(steps + 2):                                       # 2 warm-up steps, not timed
-        batch = batches[i % len(batches)]
+    def __init__(self, cfg):
+        import torch
+
+        from string_perception.model import ViTD
+        from string_perception.training.train import build_criterion, build_model_config, param_groups
+        self.cfg = cfg
+        self.model_cfg = build_model_config(cfg)
+        torch.manual_seed(0)
+        self.model = ViTD(self.model_cfg)
+        self.criterion = build_criterion(self.model_cfg, cfg)
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, cfg.weight_decay), lr=cfg.lr)
+
+    def step(self, batch: dict) -> float:
+        import torch
         t = time.perf_counter()
-        loss = criterion(model(batch['image'], batch['depth'], batch['K']), batch['targets'])['loss']
-        opt.zero_grad(set_to_none=True)
+        out = self.model(batch['image'], batch['depth'], batch['K'])
+        loss = self.criterion(out, batch['targets'])['loss']
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        times.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    res = predict(model, val_set, batch_size=cfg.batch_size, criterion=criterion,
-                  decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
-                          'max_detections': cfg.max_detections})
-    evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names, operating_threshold=cfg.operating_threshold)
-    return {'step_s': statistics.median(times[2:]), 'eval_frame_s': (time.perf_counter() - t) / len(val_set)}
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        return time.perf_counter() - t
+
+    def eval_frame_seconds(self, dataset) -> float:
+        from string_perception.evaluation.evaluate import evaluate_predictions, predict
+        cfg = self.cfg
+        t = time.perf_counter()
+        res = predict(self.model, dataset, batch_size=cfg.batch_size, criterion=self.criterion,
+                      decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
+                              'max_detections': cfg.max_detections})
+        evaluate_predictions(res['preds'], res['gts'], self.model_cfg.class_names,
+                             operating_threshold=cfg.operating_threshold)
+        return (time.perf_counter() - t) / len(dataset)
 
 
-def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: int,
+def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: int, target_hours: float = 2.0,
              startup_s: float = 10.0) -> dict[str, Any]:
-    """Time ``steps`` steps of every configuration and project the benchmark's wall time (``auto`` is timed as
-    the ViTD's most expensive candidate, cayley). ``startup_s``: interpreter + imports + cache load per run."""
+    """Time ``steps`` optimiser steps of every configuration, round-robin across configurations so that load from
+    other processes hits them alike (median per configuration; 2 untimed warm-up rounds), then the evaluation per
+    frame, and project the benchmark's wall time and the steps per run that would fill ``target_hours``. ``auto`` is timed as cayley. ``startup_s``: interpreter, imports
+    and cache load per run. Evaluation is timed on the barely trained model (its box count differs later)."""
     import torch
 
     from string_perception.training.data import SceneDataset, collate, measure_generation
-    from string_perception.training.train import build_model_config, build_scene_config
     torch.set_num_threads(settings.threads)
-    rows, scene_cfgs = {}, {}
+    load_start = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
+    timers, data = {}, {}
     for c in configs:
         encoder, encoding = parse_config(c)
-        encoding = 'cayley' if encoding == AUTO else encoding
-        cfg = train_config(encoder, encoding, 0, budget, settings)
-        scene_cfg = build_scene_config(cfg, build_model_config(cfg))
+        cfg = train_config(encoder, 'cayley' if encoding == AUTO else encoding, 0, budget, settings)
+        scene_cfg = scene_config_of(cfg)
         key = scene_key(scene_cfg)
-        if key not in scene_cfgs:
+        if key not in data:
             train_set = SceneDataset('train', 2 * budget.batch_size, scene_cfg, canonical_targets=True)
             batches = [collate([train_set[i] for i in range(b * budget.batch_size, (b + 1) * budget.batch_size)])
                        for b in range(2)]
             val_set = SceneDataset('val', min(budget.val_frames, 32), scene_cfg)
             val_set.build_cache()
-            scene_cfgs[key] = (batches, val_set, measure_generation(scene_cfg, num=20))
-        batches, val_set, gen_fps = scene_cfgs[key]
-        m = measure_config(encoder, encoding, budget, settings, batches, val_set, steps)
+            data[key] = (batches, val_set, measure_generation(scene_cfg, num=20))
+        timers[c] = (StepTimer(cfg), key)
+    times: dict[str, list[float]] = {c: [] for c in configs}
+    for i in range(steps + 2):
+        for c, (timer, key) in timers.items():
+            times[c].append(timer.step(data[key][0][i % 2]))
+    rows = {}
+    for c, (timer, key) in timers.items():
+        _, val_set, gen_fps = data[key]
+        m = {'step_s': statistics.median(times[c][2:]), 'eval_frame_s': timer.eval_frame_seconds(val_set)}
         eval_frames = budget.val_points * budget.val_frames + budget.test_frames
-        m['run_s'] = (budget.steps * m['step_s'] + eval_frames * m['eval_frame_s'] + startup_s
-                      + budget.val_frames / gen_fps)
+        m['fixed_s'] = eval_frames * m['eval_frame_s'] + startup_s + budget.val_frames / gen_fps
+        m['run_s'] = budget.steps * m['step_s'] + m['fixed_s']
         rows[c] = m
         print(f'{c:22s} step {m["step_s"] * 1e3:7.1f} ms   eval {m["eval_frame_s"] * 1e3:6.1f} ms/frame   '
               f'run {m["run_s"] / 60:5.1f} min', flush=True)
-    gen_fps = statistics.fmean(v[2] for v in scene_cfgs.values())
-    cache_s = (budget.num_train_frames + budget.test_frames) / (gen_fps * max(1, settings.jobs))
+    jobs = max(1, settings.jobs)
+    gen_fps = statistics.fmean(v[2] for v in data.values())
+    cache_s = (budget.num_train_frames + budget.test_frames) / (gen_fps * jobs)
     run_total = sum(m['run_s'] for m in rows.values()) * settings.seeds
-    total = run_total / max(1, settings.jobs) + cache_s
+    total = run_total / jobs + cache_s
+    # steps per run that fill target_hours: target = seeds * sum(steps * step_s + fixed_s) / jobs + caches
+    step_sum, fixed_sum = (sum(m[k] for m in rows.values()) for k in ('step_s', 'fixed_s'))
+    fit = int(((target_hours * 3600 - cache_s) * jobs / settings.seeds - fixed_sum) / step_sum)
     load = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
     result = {'configs': rows, 'generation_fps': gen_fps, 'cache_seconds': cache_s, 'run_seconds_sum': run_total,
-              'projected_wall_seconds': total, 'jobs': settings.jobs, 'threads': settings.threads,
-              'seeds': settings.seeds, 'timed_steps': steps, 'load_average_1min': load,
-              'budget': dataclasses.asdict(budget)}
+              'projected_wall_seconds': total, 'target_hours': target_hours, 'steps_for_target': fit,
+              'jobs': jobs, 'threads': settings.threads, 'seeds': settings.seeds, 'timed_steps': steps,
+              'load_average_1min': {'start': load_start, 'end': load}, 'budget': dataclasses.asdict(budget)}
     print(f'frame generation {gen_fps:.0f} frames/s; caches {cache_s / 60:.1f} min; runs {run_total / 60:.1f} min '
-          f'of compute on {settings.jobs} job(s) -> projected wall time {total / 3600:.2f} h '
-          f'(1-min load average during the measurement: {load:.1f})', flush=True)
+          f'of compute on {jobs} job(s) -> projected wall time {total / 3600:.2f} h for {budget.steps} steps; '
+          f'{fit} steps would fill {target_hours:g} h (1-min load average {load_start:.1f} at the start, '
+          f'{load:.1f} at the end)', flush=True)
     return result
 
 
@@ -524,6 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument('--estimate', action='store_true', help='time steps per config, print the projected wall '
                    'time, write OUT/estimate.json; trains nothing')
     r.add_argument('--estimate-steps', type=int, default=20)
+    r.add_argument('--target-hours', type=float, default=2.0, help='--estimate: the steps per run that fill this')
     r.add_argument('--progress', action='store_true', help='tqdm bars (in-process runs)')
     p.add_argument('--run-one', default=None, help=argparse.SUPPRESS)   # internal: a subprocess job's spec.json
     return p
@@ -554,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     budget, settings = budget_from_args(args), settings_from_args(args)
     if args.estimate:
-        est = estimate(args.configs, budget, settings, args.estimate_steps)
+        est = estimate(args.configs, budget, settings, args.estimate_steps, args.target_hours)
         settings.out.mkdir(parents=True, exist_ok=True)
         (settings.out / 'estimate.json').write_text(json.dumps(est, indent=2) + '\n')
         return 0
