@@ -194,7 +194,7 @@ def role_listen(a) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ orchestrator
-def _env(domain: int, localhost_range: bool = True) -> dict:
+def _env(domain: int, localhost_range: bool | None = None) -> dict:
     from string_perception.ros.dds_env import merged_dds_env
     env = merged_dds_env(domain, localhost_only=localhost_range)
     env['PYTHONUNBUFFERED'] = '1'
@@ -225,7 +225,7 @@ def run(a) -> dict:
     from string_perception.ros.node import DEFAULT_MODEL, READY_LINE, node_command
     work = Path(a.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    env = _env(a.domain, a.discovery_range == 'localhost')
+    env = _env(a.domain, {'default': None, 'localhost': True, 'subnet': False}[a.discovery_range])
     model = a.model
     if not model:
         from string_perception.paths import model_file
@@ -335,8 +335,8 @@ def main(argv=None) -> int:
     ap.add_argument('--warmup', type=float, default=10.0, help='seconds before the RSS reference sample')
     ap.add_argument('--sample', type=float, default=1.0, help='seconds between RSS samples')
     ap.add_argument('--distinct', type=int, default=4, help='distinct scenes the publisher cycles through')
-    ap.add_argument('--discovery-range', choices=('localhost', 'subnet'), default='localhost',
-                    help='ROS_AUTOMATIC_DISCOVERY_RANGE (the loopback Fast DDS profile applies either way)')
+    ap.add_argument('--discovery-range', choices=('default', 'localhost', 'subnet'), default='default',
+                    help='ROS_AUTOMATIC_DISCOVERY_RANGE (default: as ros/dds_env.py sets it: SUBNET with the profile)')
     ap.add_argument('--workdir', default='', help='logs and intermediate files (default: a temporary dir)')
     ap.add_argument('--json', default='', help='write the figures here')
     # roles

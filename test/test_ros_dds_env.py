@@ -25,7 +25,7 @@ def test_dds_env_defaults():
     env = de.dds_env(42)
     assert env['RMW_IMPLEMENTATION'] == 'rmw_fastrtps_cpp'
     assert env['ROS_DOMAIN_ID'] == '42'
-    assert env['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'LOCALHOST'
+    assert env['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'SUBNET'     # the loopback profile alone decides
     prof = Path(env['FASTDDS_DEFAULT_PROFILES_FILE'])
     assert prof.is_absolute() and prof.name == 'fastdds_loopback.xml' and prof.is_file()
 
@@ -34,6 +34,8 @@ def test_dds_env_options(tmp_path, monkeypatch):
     monkeypatch.setenv('ROS_DOMAIN_ID', '9')
     assert de.dds_env()['ROS_DOMAIN_ID'] == '9'
     assert 'FASTDDS_DEFAULT_PROFILES_FILE' not in de.dds_env(1, profile='')
+    assert de.dds_env(1, profile='')['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'LOCALHOST'   # no profile: rmw's own
+    assert de.dds_env(1, localhost_only=True)['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'LOCALHOST'
     assert de.dds_env(1, localhost_only=False)['ROS_AUTOMATIC_DISCOVERY_RANGE'] == 'SUBNET'
     own = tmp_path / 'mine.xml'
     own.write_text('<dds/>')

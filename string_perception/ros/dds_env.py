@@ -23,26 +23,31 @@ def default_profile() -> Path:
 
 
 def dds_env(domain_id: int | str | None = None, *, profile: str | os.PathLike | None = None,
-            localhost_only: bool = True) -> dict[str, str]:
+            localhost_only: bool | None = None) -> dict[str, str]:
     """The DDS variables (only those) for a string_perception process.
 
     domain_id: ROS_DOMAIN_ID (0..101); None keeps ``$ROS_DOMAIN_ID`` or 0.
     profile: Fast DDS XML profile; None = the shipped loopback profile, '' = no profile (Fast DDS defaults).
-    localhost_only: ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST (else SUBNET, for multi-machine set-ups that
-        also bring their own profile).
+    localhost_only: ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST if True, SUBNET if False. None (default): SUBNET
+        when a profile is used, LOCALHOST without one. With LOCALHOST, rmw_fastrtps adds its own UDP transport
+        and the node had sockets bound to 0.0.0.0 and to the Ethernet address next to the profile's; with SUBNET
+        the profile alone decides, and the loopback profile keeps every socket on 127.0.0.1
+        (test_node_load.py checks the node's sockets).
     """
     if domain_id is None:
         domain_id = os.environ.get('ROS_DOMAIN_ID', '0') or '0'
     dom = int(domain_id)
     if not 0 <= dom <= MAX_DOMAIN_ID:
         raise ValueError(f'ROS_DOMAIN_ID must be in 0..{MAX_DOMAIN_ID}, got {dom}')
+    if profile is None:
+        profile = default_profile()
+    if localhost_only is None:
+        localhost_only = not str(profile)
     env = {
         'RMW_IMPLEMENTATION': RMW,
         'ROS_DOMAIN_ID': str(dom),
         'ROS_AUTOMATIC_DISCOVERY_RANGE': 'LOCALHOST' if localhost_only else 'SUBNET',
     }
-    if profile is None:
-        profile = default_profile()
     if str(profile):
         path = Path(profile).expanduser().resolve()
         if not path.is_file():

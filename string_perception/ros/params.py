@@ -90,7 +90,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('max_stamp_future', 'double', 2.0,
               'frames stamped more than this many seconds ahead of the node clock are dropped (future_stamp); '
               '0 = no check', 0.0, 86400.0, live=True),
-    ParamSpec('stamp_reset_jump', 'double', 1.0,
+    ParamSpec('stamp_reset_jump', 'double', 0.25,
               'a frame stamped more than this many seconds before the last processed one is a clock reset (bag loop, '
               'restarted simulation) and is processed; a smaller step back is dropped (out_of_order_stamp)',
               0.0, 86400.0, live=True),
