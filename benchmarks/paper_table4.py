@@ -17,14 +17,18 @@ encoding with the best mean test IoU once the ViTD runs are done.
 
 Resumable: every run lives in ``OUT/runs/CONFIG/seedK``; a run with ``test.json`` is done and skipped, a run with
 ``last.pt`` continues from it. A finished run trained with another budget is an error (use another ``--out``).
-On CPU ``--jobs`` runs (default 2, one torch thread each) train side by side as subprocesses; ``--jobs 1`` trains
-in this process. Training and test frames are generated once into ``OUT/cache`` and shared by every run.
+On CPU ``--jobs`` runs (default 2, each with cores / jobs torch threads) train side by side as subprocesses;
+``--jobs 1`` trains in this process. Training and test frames are generated once into ``OUT/cache`` and shared by every run.
 
-Default budget (:class:`Budget`) and how it was sized: ``--estimate`` times ``--estimate-steps`` optimiser steps
-of every configuration on real batches (one thread, as each job runs), the validation/test inference per frame and
-the frame generation rate, and projects ``sum over runs (steps * t_step + evaluated frames * t_frame + start-up) /
-jobs + frame generation``. The defaults keep that projection near 2 h on a 2-core machine; scale them with
-``--budget-scale`` or set ``--steps`` directly.
+Default budget (:class:`Budget`) and how it was sized: ``--estimate`` builds every configuration, times
+``--estimate-steps`` optimiser steps of each on real batches, round-robin across configurations so that load from
+other processes hits them alike (one torch thread, as each job runs), then the evaluation per frame and the frame
+generation rate, and projects ``seeds * sum over configs (steps * t_step + evaluated frames * t_frame + start-up) /
+jobs + frame generation``, plus the steps per run that would fill ``--target-hours``. On the 2-core development
+machine (tiny preset, batch 16, 20 steps, while another training run shared the cores, load average 2.5-3.4):
+0.94-1.21 s per step (vit-none fastest, circulant/cayley slowest), 53-114 ms per evaluated frame, 154 frames/s
+generated -> 6-7 min per run, 1.76 h projected for 11 configs x 3 seeds on 2 jobs; 347 steps would fill 2 h.
+Scale with ``--budget-scale`` or set ``--steps`` directly.
 """
 from __future__ import annotations
 
@@ -190,7 +194,8 @@ def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
                           'max_detections': cfg.max_detections})
     summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
                                    operating_threshold=cfg.operating_threshold)
-    return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']), 'test': headline(summary)}
+    return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']), 'test': headline(summary),
+            'abs_pos_embed': model_cfg.abs_pos_embed_kind}
 
 
 def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -323,6 +328,8 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
     p = provenance()
     frames = budget.steps * budget.batch_size
+    ape = sorted({(r['encoding'], str(r.get('abs_pos_embed'))) for r in records}, key=lambda x: ENCODINGS.index(x[0]))
+    ape_text = ', '.join(f'{ENCODING_TITLES[e]}: {k}' for e, k in ape)
     return [f'Budget per run (same for every configuration): preset `{settings.preset}`, {budget.steps} steps x '
             f'batch {budget.batch_size} = {frames} frames seen, {budget.num_train_frames} training frames, '
             f'validation on {budget.val_frames} frames every {budget.val_every} steps (best.pt picked there), '
@@ -333,6 +340,9 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
             f'{len(records)}; device `{settings.device}`, {settings.jobs} job(s) x {settings.threads} thread(s); '
             f'wall time of this invocation {wall_s / 60:.1f} min, train + eval time summed over runs '
             f'{compute / 60:.1f} min. Code {p["git_commit"]}, torch {p["torch"]}.',
+            '',
+            f'Absolute position embedding added to the tokens ({ape_text}): the baseline is a standard ViT with a '
+            'learned one, as the paper\'s "no RoPE or STRING" baseline; the rotary encodings replace it.',
             '',
             'Our data is generated (procedural scenes, tiny model, minutes of CPU training) and theirs is 4M '
             'rendered images with pre-trained towers and 250k steps at batch 1024: only orderings and the ViT -> '
@@ -395,7 +405,7 @@ def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings) ->
 
     specs = specs_for(fixed)
     if specs:
-        prepare_caches(specs, max(1, settings.jobs))
+        prepare_caches(specs, max(1, settings.jobs * settings.threads))     # the cores the runs may use
     records, errors = run_all(specs, settings)
     if auto:
         extra = [c for c in resolve_auto(auto, records) if c not in fixed]

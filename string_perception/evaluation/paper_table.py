@@ -80,23 +80,30 @@ def paper_cells() -> dict[str, dict[str, Cell]]:
 
 @dataclass
 class Comparison:
-    """``lhs >= rhs`` (or ``>`` when ``strict``) on one statistic; ``margin = lhs - rhs`` in IoU points."""
+    """``lhs >= rhs`` (or ``>`` when ``strict``) on one statistic; ``margin = lhs - rhs`` in IoU points;
+    ``noise``: the larger seed standard deviation of the two cells (0 with one seed)."""
     lhs: str
     rhs: str
     lhs_value: float
     rhs_value: float
     strict: bool
+    noise: float = 0.0
 
     @property
     def margin(self) -> float:
         return self.lhs_value - self.rhs_value
 
     @property
+    def within_noise(self) -> bool:
+        """The margin is no larger than the seed-to-seed spread: the ordering may be luck."""
+        return abs(self.margin) <= self.noise
+
+    @property
     def ok(self) -> bool:
         return self.margin > 0 if self.strict else self.margin >= 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), 'margin': self.margin, 'ok': self.ok}
+        return {**asdict(self), 'margin': self.margin, 'ok': self.ok, 'within_noise': self.within_noise}
 
 
 @dataclass
@@ -126,7 +133,7 @@ def _compare(cells: Cells, a: tuple[str, str], b: tuple[str, str], stat: str, st
     ca, cb = cells.get(a[0], {}).get(a[1]), cells.get(b[0], {}).get(b[1])
     if ca is None or cb is None:
         return None
-    return Comparison(_label(*a), _label(*b), ca.stat(stat), cb.stat(stat), strict)
+    return Comparison(_label(*a), _label(*b), ca.stat(stat), cb.stat(stat), strict, max(ca.std, cb.std))
 
 
 def _best_of(cells: Cells, encoder: str, encodings: Sequence[str], stat: str) -> str | None:
@@ -216,11 +223,20 @@ def _rows(title: str, row: Mapping[str, Mapping[str, Any]], bold_best: bool) -> 
             f'| {title} | mean ± std | ' + ' | '.join(cells_mean) + ' |']
 
 
+def _verdict_text(claim: Mapping[str, Any], stat: str) -> str:
+    comps = claim['comparisons'].get(stat, [])
+    noisy = sum(c['within_noise'] for c in comps)
+    return claim['verdict'][stat] + (f' ({noisy}/{len(comps)} within seed std)' if noisy else '')
+
+
 def _claim_details(claim: Mapping[str, Any], stat: str) -> str:
+    """The failing comparisons (all of them when none fails) with their margins; '~' marks a margin within the
+    seed standard deviation."""
     comps = claim['comparisons'].get(stat, [])
     failed = [c for c in comps if not c['ok']]
     shown = failed or comps
-    text = '; '.join(f"{c['lhs']} − {c['rhs']} = {c['margin']:+.2f}" for c in shown)
+    text = '; '.join(f"{c['lhs']} − {c['rhs']} = {c['margin']:+.2f}{' ~' if c['within_noise'] else ''}"
+                     for c in shown)
     return (f'fails {len(failed)}/{len(comps)}: ' if failed else 'all hold: ') + text if comps else ''
 
 
@@ -244,9 +260,10 @@ def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> s
     paper_claims = {c['key']: c for c in summary['paper']['claims']}
     for claim in summary['claims']:
         pc = paper_claims[claim['key']]
-        lines.append(f"| {claim['statement']} | {claim['verdict']['best']} | {claim['verdict']['mean']} | "
+        lines.append(f"| {claim['statement']} | {_verdict_text(claim, 'best')} | {_verdict_text(claim, 'mean')} | "
                      f"{pc['verdict']['best']} / {pc['verdict']['mean']} | {_claim_details(claim, 'best')} |")
-    lines += ['', "'untested': the configurations the claim compares were not run."]
+    lines += ['', "'untested': the configurations the claim compares were not run. '~' / 'within seed std': the "
+              'margin is no larger than the seed standard deviation of either cell, so that ordering may be luck.']
     return '\n'.join(lines) + '\n'
 
 
