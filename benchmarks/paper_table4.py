@@ -18,7 +18,8 @@ encoding with the best mean test IoU once the ViTD runs are done.
 Resumable: every run lives in ``OUT/runs/CONFIG/seedK``; a run with ``test.json`` is done and skipped, a run with
 ``last.pt`` continues from it. A finished run trained with another budget is an error (use another ``--out``).
 On CPU ``--jobs`` runs (default 2, each with cores / jobs torch threads) train side by side as subprocesses;
-``--jobs 1`` trains in this process. Training and test frames are generated once into ``OUT/cache`` and shared by every run.
+``--jobs 1`` trains in this process. Training and test frames are generated once into ``OUT/cache`` and shared by
+every run.
 
 Default budget (:class:`Budget`) and how it was sized: ``--estimate`` builds every configuration, times
 ``--estimate-steps`` optimiser steps of each on real batches, round-robin across configurations so that load from
@@ -151,7 +152,8 @@ def run_spec(encoder: str, encoding: str, seed: int, budget: Budget, settings: S
     fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return {'config': f'{encoder}-{encoding}', 'encoder': encoder, 'encoding': encoding, 'seed': seed,
             'train_config': cfg.to_dict(), 'test_frames': budget.test_frames, 'fingerprint': fingerprint,
-            'test_cache': str(settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene_config_of(cfg))}.npz'),
+            'test_cache': str(settings.out / 'cache'
+                              / f'test_{budget.test_frames}_{scene_key(scene_config_of(cfg))}.npz'),
             'progress': settings.progress}
 
 
@@ -310,7 +312,7 @@ def learning_curves(records: Sequence[dict[str, Any]], settings: Settings) -> di
 def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> Path:
     from string_perception.evaluation.plots import plot_learning_curves
     panels: dict[str, dict[str, Any]] = {}
-    for config, c in sorted(curves.items(), key=lambda kv: parse_config_sort(kv[0])):
+    for config, c in sorted(curves.items(), key=lambda kv: config_order(kv[0])):
         encoder, encoding = parse_config(config)
         panels.setdefault(ENCODER_TITLES[encoder], {})[ENCODING_TITLES[encoding]] = c
     colors = {ENCODING_TITLES[e]: f'C{i}' for i, e in enumerate(ENCODINGS)}
@@ -318,7 +320,7 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> Path:
                                 colors=colors)
 
 
-def parse_config_sort(config: str) -> tuple[int, int]:
+def config_order(config: str) -> tuple[int, int]:
     encoder, encoding = parse_config(config)
     return list(ENCODERS).index(encoder), (ENCODINGS + (AUTO,)).index(encoding)
 
@@ -351,7 +353,7 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
 
 def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_s: float,
                   errors: Sequence[str]) -> dict[str, Any]:
-    records = sorted(records, key=lambda r: (parse_config_sort(r['config']), r['seed']))
+    records = sorted(records, key=lambda r: (config_order(r['config']), r['seed']))
     summary = summarise(records, METRIC)
     curves = learning_curves(records, settings)
     results = {'budget': {**dataclasses.asdict(budget), 'val_every': budget.val_every,
@@ -463,8 +465,9 @@ def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: 
              startup_s: float = 10.0) -> dict[str, Any]:
     """Time ``steps`` optimiser steps of every configuration, round-robin across configurations so that load from
     other processes hits them alike (median per configuration; 2 untimed warm-up rounds), then the evaluation per
-    frame, and project the benchmark's wall time and the steps per run that would fill ``target_hours``. ``auto`` is timed as cayley. ``startup_s``: interpreter, imports
-    and cache load per run. Evaluation is timed on the barely trained model (its box count differs later)."""
+    frame, and project the benchmark's wall time and the steps per run that would fill ``target_hours``. ``auto``
+    is timed as cayley. ``startup_s``: interpreter, imports and cache load per run. Evaluation is timed on the
+    barely trained model (its box count differs later)."""
     import torch
 
     from string_perception.training.data import SceneDataset, collate, measure_generation
