@@ -2,6 +2,7 @@
 
     deploy = DeployableViTD(model)                       # or DeployableViTD(model, precision='fp16')
     boxes, logits, embedding = deploy(image_uint8[B,H,W,3], depth_m[B,H,W], intrinsics[B,3,3])
+    deploy = DeployableViTD(model, tokens=True)          # + tokens [B,N,D], the encoder tokens after fusion
 
 Every layer's position encoding (none / rope / rope_mixed / cayley / circulant / dense) is replaced by its canonical
 form R(r) = basisᵀ · Rot(freqs · r) · basis (`PositionEncoding.canonical()`; for ⊗-STRING, 'tensor_product', the
@@ -33,11 +34,17 @@ from torch import Tensor, nn
 from string_perception.encodings import fold_basis_into_projection
 from string_perception.model.vit import Attention
 from string_perception.model.vitd import ViTD
+from string_perception.runtime.onnx_runner import OUTPUT_NAMES, TOKENS_OUTPUT   # the contract's output names
 
-__all__ = ['DeployableViTD', 'FoldedAttention', 'compile_position_encodings', 'PRECISIONS', 'OUTPUT_NAMES']
+__all__ = ['DeployableViTD', 'FoldedAttention', 'compile_position_encodings', 'PRECISIONS', 'OUTPUT_NAMES',
+           'TOKENS_OUTPUT', 'output_names']
 
 PRECISIONS = ('fp32', 'fp16')
-OUTPUT_NAMES = ('boxes', 'logits', 'embedding')
+
+
+def output_names(tokens: bool) -> tuple[str, ...]:
+    """The exported graph's outputs, in order."""
+    return OUTPUT_NAMES + ((TOKENS_OUTPUT,) if tokens else ())
 
 
 class FoldedAttention(nn.Module):
@@ -137,14 +144,17 @@ def compile_position_encodings(model: ViTD) -> None:
 
 class DeployableViTD(nn.Module):
     """forward(image uint8[B,H,W,3], depth float32[B,H,W] m, intrinsics float32[B,3,3])
-    -> (boxes [B,N,12], logits [B,N,C], embedding [B,E]), all float32. See the module docstring."""
+    -> (boxes [B,N,12], logits [B,N,C], embedding [B,E]) (+ tokens [B,N,D] when ``tokens``), all float32.
+    ``tokens``: also return the encoder tokens after the normal-map fusion, i.e. ``ViTD.forward``'s 'tokens'
+    (what the heads read). See the module docstring."""
 
-    def __init__(self, model: ViTD, precision: str = 'fp32'):
+    def __init__(self, model: ViTD, precision: str = 'fp32', tokens: bool = False):
         super().__init__()
         if precision not in PRECISIONS:
             raise ValueError(f'precision must be one of {PRECISIONS}, got {precision!r}')
         self.config = model.config
         self.precision = precision
+        self.output_names = output_names(tokens)
         self.model = copy.deepcopy(model).float().eval()
         compile_position_encodings(self.model)
         self.encoder_dtype = torch.float16 if precision == 'fp16' else torch.float32
@@ -152,8 +162,10 @@ class DeployableViTD(nn.Module):
             if isinstance(m, (nn.Linear, nn.LayerNorm)):
                 m.to(self.encoder_dtype)
 
-    def forward(self, image: Tensor, depth: Tensor, intrinsics: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, image: Tensor, depth: Tensor, intrinsics: Tensor) -> tuple[Tensor, ...]:
         t = self.model.tokenize(image, depth, intrinsics)                 # float32: x[B,N,D], coords, prior
-        tokens = self.model.encoder(t['x'].to(self.encoder_dtype), t['coords']).float()   # [B,N or 2N,D]
-        out = self.model.heads(self.model.fuse_tokens(tokens), t['prior'])
-        return out['boxes'], out['logits'], out['embedding']
+        encoded = self.model.encoder(t['x'].to(self.encoder_dtype), t['coords']).float()  # [B,N or 2N,D]
+        tokens = self.model.fuse_tokens(encoded)                          # [B,N,D]
+        out = self.model.heads(tokens, t['prior'])
+        out[TOKENS_OUTPUT] = tokens
+        return tuple(out[name] for name in self.output_names)

@@ -1,6 +1,7 @@
 """``string-perception-export``: checkpoint -> ONNX file(s) with compiled STRING, metadata, self-verification.
 
     string-perception-export runs/wc_p8/best.pt --out models/vitd_tiny_cayley.onnx --score-threshold 0.2 --fp16
+    string-perception-export runs/wc_p8/best.pt --out models/vitd_tiny_cayley_tokens.onnx --tokens
 
 Steps: load the checkpoint (``torch.load(weights_only=True)``; training, ``release_checkpoint`` and plain
 ``save_checkpoint`` files all work), compile the position encoding to folded RoPE-Mixed (``deployable.py``), trace
@@ -10,7 +11,9 @@ precision, optional recommended score threshold), run ``onnx.checker``, refuse f
 matrix exponential, complex values: ``graph_checks.py``), then compare ONNX Runtime with the original PyTorch model
 on random and generated test-split frames (``verify.py``) and print the max abs differences. ``--fp16`` also writes
 ``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in float32) and
-verifies it with its looser bound. ``--eval-frames N`` also scores PyTorch and every written file on N test-split
+verifies it with its looser bound. ``--tokens`` adds a fourth output ``tokens`` float32 [B,N,D] (the encoder
+tokens after fusion, ``ViTD.forward``'s 'tokens'; recorded in ``output_layout``, parity-checked like the others) for
+the node's ``~/tokens``; without it the file has the three contract outputs. ``--eval-frames N`` also scores PyTorch and every written file on N test-split
 frames (``accuracy.py``: avg best 3D IoU, AP3D) and prints fp16 − fp32. ``<out stem>.export.json`` records
 checksums, file hashes, the parity numbers and those metrics.
 Exit status 1 when a check fails (the files are left in place for inspection).
@@ -31,7 +34,7 @@ import torch
 
 from string_perception.model import load_checkpoint
 
-from .deployable import DeployableViTD
+from .deployable import DeployableViTD, output_names
 from .graph_checks import complex_tensors, float16_violations, forbidden_ops
 from .metadata import build_metadata
 from .to_onnx import DEFAULT_OPSET, MIN_OPSET, export_deployable
@@ -54,10 +57,11 @@ def _graph_problems(model: onnx.ModelProto, precision: str) -> list[str]:
 
 
 def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, fp16: bool = False,
-                      score_threshold: float | None = None, opset: int = DEFAULT_OPSET, verify_frames: int = 2,
+                      tokens: bool = False, score_threshold: float | None = None, opset: int = DEFAULT_OPSET,
+                      verify_frames: int = 2,
                       eval_frames: int = 0, threads: int = 1, log=print) -> dict:
     """Export (and verify) `checkpoint` to `out` (and its fp16 sibling). Returns the record written to
-    ``<out stem>.export.json``; ``record['ok']`` is False when a graph check or a parity bound failed."""
+    ``<out stem>.export.json``; ``tokens`` adds the optional `tokens` output; ``record['ok']`` is False when a graph check or a parity bound failed."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -67,11 +71,12 @@ def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, 
         f'step {ckpt.get("step", "?")}')
     frames = {'random': random_frames(config, batch=verify_frames),
               'scenes': scene_frames(config, count=verify_frames)}
-    record = {'checkpoint': str(checkpoint), 'encoding': config.encoding, 'opset': opset, 'files': {}, 'ok': True}
+    record = {'checkpoint': str(checkpoint), 'encoding': config.encoding, 'opset': opset,
+              'outputs': list(output_names(tokens)), 'files': {}, 'ok': True}
     targets = [('fp32', out)] + ([('fp16', fp16_path(out))] if fp16 else [])
     for precision, path in targets:
-        deploy = DeployableViTD(model, precision)
-        meta = build_metadata(config, ckpt, precision=precision, score_threshold=score_threshold)
+        deploy = DeployableViTD(model, precision, tokens=tokens)
+        meta = build_metadata(config, ckpt, precision=precision, score_threshold=score_threshold, tokens=tokens)
         onnx_model, meta = export_deployable(deploy, str(path), meta, opset=opset)
         problems = _graph_problems(onnx_model, precision)
         ops = Counter(n.op_type for n in onnx_model.graph.node)
@@ -126,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('checkpoint', help='ViTD checkpoint (.pt) from string-perception-train or save_checkpoint')
     p.add_argument('--out', required=True, help='output ONNX file, e.g. models/vitd_tiny_cayley.onnx')
     p.add_argument('--fp16', action='store_true', help='also write and verify <out stem>_fp16.onnx')
+    p.add_argument('--tokens', action='store_true',
+                   help='add the optional output tokens float32 [B,N,D] (encoder tokens after fusion) for ~/tokens')
     p.add_argument('--score-threshold', type=_threshold, default=None,
                    help='recommended operating score threshold stored in the metadata (the node uses it when its '
                         'score_threshold parameter is -1)')
@@ -149,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         print('string-perception-export: --verify-frames must be >= 1', file=sys.stderr)
         return 2
     torch.set_num_threads(max(1, args.threads))
-    record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, score_threshold=args.score_threshold,
+    record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, tokens=args.tokens,
+                               score_threshold=args.score_threshold,
                                opset=args.opset, verify_frames=args.verify_frames,
                                eval_frames=max(0, args.eval_frames), threads=args.threads)
     return 0 if record['ok'] else 1

@@ -16,9 +16,9 @@ from string_perception.model import ViTDConfig
 from string_perception.runtime.checksum import weights_sha256
 from string_perception.runtime.model_metadata import ModelMetadata
 
-__all__ = ['OUTPUT_LAYOUT', 'data_seed_of', 'build_metadata', 'stamp_metadata']
+__all__ = ['OUTPUT_LAYOUT', 'tokens_layout', 'output_layout', 'data_seed_of', 'build_metadata', 'stamp_metadata']
 
-# What the three outputs hold (docs/ARCHITECTURE.md conventions), machine-readable.
+# What the three outputs every file has hold (docs/ARCHITECTURE.md conventions), machine-readable.
 OUTPUT_LAYOUT = {
     'boxes': {'shape': ['B', 'N', 12], 'fields': {'translation': [0, 3], 'rot6d': [3, 9], 'size': [9, 12]},
               'units': 'metres, camera optical frame (x right, y down, z forward)',
@@ -28,6 +28,17 @@ OUTPUT_LAYOUT = {
 }
 
 
+def tokens_layout(config: ViTDConfig) -> dict:
+    """The optional `tokens` output (export --tokens): ViTD.forward's 'tokens', D = the encoder width."""
+    return {'shape': ['B', 'N', 'D'], 'D': config.width,
+            'meaning': 'encoder tokens after the normal-map fusion (the heads\' input), one per box/logit row'}
+
+
+def output_layout(config: ViTDConfig, tokens: bool) -> dict:
+    """`output_layout` metadata for a file with (or without) the `tokens` output."""
+    return {**OUTPUT_LAYOUT, **({'tokens': tokens_layout(config)} if tokens else {})}
+
+
 def data_seed_of(checkpoint: Mapping[str, Any]) -> int | None:
     """The training run's seed (init + data order; training frames are scene seeds [0, num_train_frames))."""
     seed = (checkpoint.get('train_config') or {}).get('seed')
@@ -35,8 +46,10 @@ def data_seed_of(checkpoint: Mapping[str, Any]) -> int | None:
 
 
 def build_metadata(config: ViTDConfig, checkpoint: Mapping[str, Any], *, precision: str,
-                   score_threshold: float | None = None, weights_sha256: str = '0' * 64) -> ModelMetadata:
-    """Metadata for `config` exported at `precision`; `weights_sha256` is a placeholder until `stamp_metadata`."""
+                   score_threshold: float | None = None, tokens: bool = False,
+                   weights_sha256: str = '0' * 64) -> ModelMetadata:
+    """Metadata for `config` exported at `precision` (with the `tokens` output when `tokens`); `weights_sha256` is
+    a placeholder until `stamp_metadata`."""
     provenance = checkpoint.get('provenance') or {}
     extra = {'position_encoding_graph': 'rope_mixed_folded',
              'coord_dim': str(config.coord_dim), 'num_tokens': str(config.num_tokens)}
@@ -49,7 +62,7 @@ def build_metadata(config: ViTDConfig, checkpoint: Mapping[str, Any], *, precisi
         patch_size=config.patch_size, normalization_mean=tuple(config.mean), normalization_std=tuple(config.std),
         coord_mode=config.coord_mode if config.use_depth else 'grid', encoding=config.encoding,
         embedding_dim=config.embed_dim, weights_sha256=weights_sha256, precision=precision,
-        output_layout=OUTPUT_LAYOUT, package_version=string_perception.__version__,
+        output_layout=output_layout(config, tokens), package_version=string_perception.__version__,
         data_seed=data_seed_of(checkpoint), config=config.to_dict(), score_threshold=score_threshold,
         extra=extra)
 

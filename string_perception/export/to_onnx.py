@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from string_perception.runtime.model_metadata import ModelMetadata
 
-from .deployable import OUTPUT_NAMES, DeployableViTD
+from .deployable import TOKENS_OUTPUT, DeployableViTD
 from .metadata import stamp_metadata
 
 __all__ = ['INPUT_NAMES', 'DEFAULT_OPSET', 'MIN_OPSET', 'example_inputs', 'trace_to_onnx',
@@ -46,11 +46,11 @@ def trace_to_onnx(deploy: DeployableViTD, opset: int = DEFAULT_OPSET) -> onnx.Mo
     if opset < MIN_OPSET:
         raise ValueError(f'opset must be >= {MIN_OPSET}, got {opset}')
     buf = io.BytesIO()
-    dynamic = {name: {0: 'B'} for name in (*INPUT_NAMES, *OUTPUT_NAMES)}
+    dynamic = {name: {0: 'B'} for name in (*INPUT_NAMES, *deploy.output_names)}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter('ignore')   # TorchScript exporter deprecation + tracer warnings about shapes
         torch.onnx.export(deploy.eval(), example_inputs(deploy), buf, input_names=list(INPUT_NAMES),
-                          output_names=list(OUTPUT_NAMES), dynamic_axes=dynamic, opset_version=opset,
+                          output_names=list(deploy.output_names), dynamic_axes=dynamic, opset_version=opset,
                           do_constant_folding=True, dynamo=False)
     return onnx.load_from_string(buf.getvalue())
 
@@ -90,6 +90,10 @@ def export_deployable(deploy: DeployableViTD, path: str, metadata: ModelMetadata
     """Trace `deploy`, store weights as initializers, stamp `metadata` (+ checksum), check and save to `path`."""
     if metadata.precision != deploy.precision:
         raise ValueError(f'metadata precision {metadata.precision!r} != model precision {deploy.precision!r}')
+    has_tokens, layout_tokens = TOKENS_OUTPUT in deploy.output_names, TOKENS_OUTPUT in (metadata.output_layout or {})
+    if has_tokens != layout_tokens:
+        raise ValueError(f'the model {"has" if has_tokens else "has no"} tokens output but the metadata '
+                         f'output_layout {"lacks" if has_tokens else "declares"} it')
     model = trace_to_onnx(deploy, opset)
     restore_unused_inputs(model, *deploy.config.image_size)
     constants_to_initializers(model)

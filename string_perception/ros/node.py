@@ -160,9 +160,7 @@ class StringPerceptionNode(LifecycleNode):
             self.pipeline = None
             return FAILURE
         self.cfg = cfg
-        model = self.pipeline.model
-        outputs = {o.name for o in model.session.get_outputs()}
-        self._has_tokens = 'tokens' in outputs
+        self._has_tokens = self.pipeline.model.has_tokens
         if cfg['publish_tokens'] and not self._has_tokens:
             log.warning('publish_tokens is true but the model has no tokens output: ~/tokens stays silent')
         out_qos = _qos(cfg['output_qos_reliability'], cfg['output_qos_depth'])
@@ -360,9 +358,8 @@ class StringPerceptionNode(LifecycleNode):
             pubs['markers'].publish(self.markers.build(dets, header))
         if cfg['publish_embedding']:
             pubs['embedding'].publish(tensor_to_image(result.embedding, header))
-        tokens = getattr(result, 'tokens', None)
-        if cfg['publish_tokens'] and tokens is not None:
-            pubs['tokens'].publish(tensor_to_image(tokens, header))
+        if cfg['publish_tokens'] and result.tokens is not None:        # [N,D] -> 32FC1 N x D
+            pubs['tokens'].publish(tensor_to_image(result.tokens, header))
         if debug is not None:
             pubs['debug_image'].publish(self.bridge.cv2_to_imgmsg(debug, 'rgb8', header=copy_header(image.header)))
         self.stats.frame_done(latency_ms, result.timings['inference_ms'])

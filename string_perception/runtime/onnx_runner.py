@@ -6,7 +6,8 @@
 1. read the file once (``missing_file``), parse it (``corrupt_file``: truncated / corrupt / another format),
    check it is a real ONNX model (``not_onnx``: no graph, ``onnx.checker`` fails);
 2. parse ``metadata_props`` into :class:`ModelMetadata` (``bad_metadata``);
-3. check inputs/outputs against docs/ARCHITECTURE.md and the metadata (``contract_mismatch``);
+3. check inputs/outputs against docs/ARCHITECTURE.md and the metadata (``contract_mismatch``), including the
+   optional ``tokens`` output [B,N,D] when the file has it (or its ``output_layout`` declares it);
 4. check ``weights_sha256`` against the initializers (``checksum_mismatch``), unless ``verify_checksum=False``;
 5. pick execution providers (below) and create the session from the same bytes that were checked
    (``session_failed``, or ``provider_unavailable`` when ``cpu_fallback=False``);
@@ -42,7 +43,8 @@ from .checksum import weights_sha256
 from .errors import InferenceError, MetadataError, ModelLoadError
 from .model_metadata import ModelMetadata
 
-__all__ = ['OnnxModel', 'DEFAULT_PROVIDERS', 'INPUT_SPEC', 'OUTPUT_NAMES', 'normalize_provider_name', 'LOGGER_NAME']
+__all__ = ['OnnxModel', 'DEFAULT_PROVIDERS', 'INPUT_SPEC', 'OUTPUT_NAMES', 'TOKENS_OUTPUT', 'normalize_provider_name',
+           'LOGGER_NAME']
 
 LOGGER_NAME = 'string_perception.runtime'
 logger = logging.getLogger(LOGGER_NAME)
@@ -57,7 +59,8 @@ _PROVIDER_LIBS = {TRT: 'onnxruntime_providers_tensorrt', CUDA: 'onnxruntime_prov
 INPUT_SPEC = {'image': (onnx.TensorProto.UINT8, 4), 'depth': (onnx.TensorProto.FLOAT, 3),
               'intrinsics': (onnx.TensorProto.FLOAT, 3)}
 _INPUT_NP = {'image': np.uint8, 'depth': np.float32, 'intrinsics': np.float32}
-OUTPUT_NAMES = ('boxes', 'logits', 'embedding')
+OUTPUT_NAMES = ('boxes', 'logits', 'embedding')   # every file has these
+TOKENS_OUTPUT = 'tokens'                          # optional: encoder tokens [B,N,D] (export --tokens)
 _OUTPUT_RANK = {'boxes': 3, 'logits': 3, 'embedding': 2}
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT: 'float32', onnx.TensorProto.FLOAT16: 'float16'}
 
@@ -123,7 +126,8 @@ class OnnxModel:
 
     Attributes: ``metadata`` (:class:`ModelMetadata`), ``providers`` (what the session really runs, best first),
     ``requested_providers``, ``provider_problems`` (``{provider: reason}`` for the requested ones that could not
-    be used), ``input_hw`` ``(H, W)``, ``labels``, ``output_names``, ``path``, ``use_io_binding``, ``session``.
+    be used), ``input_hw`` ``(H, W)``, ``labels``, ``output_names``, ``has_tokens``, ``tokens_dim`` (D of the
+    optional ``tokens`` output when the file fixes it, else None), ``path``, ``use_io_binding``, ``session``.
     """
 
     def __init__(self, path: str | os.PathLike, providers: Sequence[str | tuple[str, dict]] = DEFAULT_PROVIDERS, *,
@@ -200,6 +204,11 @@ class OnnxModel:
         return self.metadata.labels
 
     @property
+    def has_tokens(self) -> bool:
+        """Whether the file has the optional ``tokens`` output (run() then returns it)."""
+        return TOKENS_OUTPUT in self.output_names
+
+    @property
     def provider(self) -> str:
         """The provider the session runs first (what diagnostics report)."""
         return self.providers[0]
@@ -211,7 +220,7 @@ class OnnxModel:
                 'provider_problems': dict(self.provider_problems), 'input_hw': list(self.input_hw),
                 'labels': list(m.labels), 'precision': m.precision, 'encoding': m.encoding,
                 'coord_mode': m.coord_mode, 'package_version': m.package_version,
-                'weights_sha256': m.weights_sha256, 'io_binding': self.use_io_binding}
+                'weights_sha256': m.weights_sha256, 'io_binding': self.use_io_binding, 'tokens': self.has_tokens}
 
     # ------------------------------------------------------------------ loading
     @staticmethod
@@ -291,10 +300,34 @@ class OnnxModel:
             elif isinstance(dims[-1], int) and dims[-1] != expect_last[name]:
                 problems.append(f'output {name!r} has last dim {dims[-1]}, expected {expect_last[name]} '
                                 '(12 box numbers / len(labels) / embedding_dim from the metadata)')
+        problems += self._check_tokens_output(outputs, out_float)
         if problems:
             raise ModelLoadError('contract_mismatch', f'{where}: ' + '; '.join(problems))
         self._static_batch = next((d for d in (_dims(inputs[n])[0] for n in INPUT_SPEC) if isinstance(d, int)), None)
         return OUTPUT_NAMES + tuple(n for n in outputs if n not in OUTPUT_NAMES)
+
+    def _check_tokens_output(self, outputs: Mapping[str, onnx.ValueInfoProto], out_float) -> list[str]:
+        """The optional ``tokens`` output: float [B,N,D], N = the boxes' N, D = ``output_layout['tokens']['D']``
+        when the metadata gives it. A layout that declares tokens for a file without them is a mismatch. Sets
+        ``tokens_dim``."""
+        layout = (self.metadata.output_layout or {}).get(TOKENS_OUTPUT)
+        declared_d = layout.get('D') if isinstance(layout, dict) else None
+        self.tokens_dim = None
+        if TOKENS_OUTPUT not in outputs:
+            return [f'output_layout declares {TOKENS_OUTPUT!r} but the graph has no such output'] if layout else []
+        tt, dims = outputs[TOKENS_OUTPUT].type.tensor_type, _dims(outputs[TOKENS_OUTPUT])
+        if tt.elem_type not in out_float:
+            return [f'output {TOKENS_OUTPUT!r} has elem type {tt.elem_type}, expected '
+                    f'{" or ".join(_FLOAT_TYPES[t] for t in out_float)}']
+        if len(dims) != 3:
+            return [f'output {TOKENS_OUTPUT!r} has rank {len(dims)} {dims}, expected 3 [B,N,D]']
+        boxes_n = _dims(outputs['boxes'])[1]
+        if isinstance(dims[1], int) and isinstance(boxes_n, int) and dims[1] != boxes_n:
+            return [f'output {TOKENS_OUTPUT!r} has {dims[1]} tokens, boxes have {boxes_n}']
+        if isinstance(declared_d, int) and isinstance(dims[2], int) and declared_d != dims[2]:
+            return [f'output {TOKENS_OUTPUT!r} has last dim {dims[2]}, output_layout says D = {declared_d}']
+        self.tokens_dim = dims[2] if isinstance(dims[2], int) else declared_d if isinstance(declared_d, int) else None
+        return []
 
     def _provider_options(self, trt_cache, trt_fp16, trt_options, cuda_options, user_opts) -> dict[str, dict]:
         trt = {'device_id': self.device_id, 'trt_fp16_enable': bool(trt_fp16)}
@@ -419,7 +452,8 @@ class OnnxModel:
             io_binding: bool | None = None) -> dict[str, np.ndarray]:
         """``image uint8[B,H,W,3]``, ``depth float32[B,H,W]`` (m), ``intrinsics float32[B,3,3]`` -> outputs.
 
-        Returns ``{'boxes' [B,N,12], 'logits' [B,N,C], 'embedding' [B,E], ...extra outputs}`` as float32 numpy.
+        Returns ``{'boxes' [B,N,12], 'logits' [B,N,C], 'embedding' [B,E], ('tokens' [B,N,D],) ...extra outputs}``
+        as float32 numpy.
         ``io_binding`` overrides the instance's ``use_io_binding`` for this call. Raises :class:`InferenceError`.
         """
         feeds = self._check_inputs(image, depth, intrinsics)
@@ -461,6 +495,10 @@ class OnnxModel:
             problems.append(f'logits {list(lg.shape)} (expected [{batch},N,{C}])')
         if em.ndim != 2 or em.shape != (batch, E):
             problems.append(f'embedding {list(em.shape)} (expected [{batch},{E}])')
+        tk = out.get(TOKENS_OUTPUT)
+        if tk is not None and (tk.ndim != 3 or tk.shape[0] != batch or (b.ndim == 3 and tk.shape[1] != b.shape[1])
+                               or (self.tokens_dim is not None and tk.shape[2] != self.tokens_dim)):
+            problems.append(f'tokens {list(tk.shape)} (expected [{batch},N,{self.tokens_dim or "D"}])')
         if problems:
             raise InferenceError('bad_output', 'model outputs have the wrong shape: ' + '; '.join(problems))
         return {k: (v.astype(np.float32) if v.dtype == np.float16 else v) for k, v in out.items()}

@@ -4,6 +4,7 @@ camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_de
 >>> pipe = Pipeline('models/default.onnx', providers=('CUDAExecutionProvider', 'CPUExecutionProvider'))
 >>> result = pipe(rgb, depth, K)                      # rgb uint8 [h,w,3], depth uint16 mm | float32 m, K [3,3]
 >>> result.detections.translations, result.embedding, result.timings['inference_ms']
+>>> result.tokens                                      # float32 [N,D] when the model has a tokens output, else None
 
 Errors: a bad frame raises :class:`InputError` (``kind`` for per-kind counters) and leaves the pipeline usable
 for the next frame; a frame with no valid depth is processed and reported in ``result.warnings``. Model faults
@@ -18,7 +19,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
-from .onnx_runner import DEFAULT_PROVIDERS, OnnxModel
+from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, _check_params, decode_detections
 from .preprocess import ModelInputs, prepare_inputs, stack_inputs, to_rgb
 
@@ -37,6 +38,7 @@ class PipelineResult:
     intrinsics: np.ndarray | None = None  # float32 [3,3] K of the model input (after crop/resize)
     crop_xywh: tuple[int, int, int, int] = (0, 0, 0, 0)   # crop of the source colour frame
     valid_depth_fraction: float = 1.0
+    tokens: np.ndarray | None = None      # float32 [N,D] encoder tokens, when the model has that output
 
 
 class Pipeline:
@@ -114,15 +116,19 @@ class Pipeline:
         t2 = time.perf_counter()
         dets = self._decode(outputs, 0)
         t3 = time.perf_counter()
-        return self._result(inputs, dets, outputs['embedding'][0],
+        return self._result(inputs, dets, outputs, 0,
                             {'preprocess_ms': (t1 - t0) * 1e3, 'inference_ms': (t2 - t1) * 1e3,
                              'postprocess_ms': (t3 - t2) * 1e3, 'total_ms': (t3 - t0) * 1e3})
 
-    def _result(self, inputs: ModelInputs, dets: Detections, embedding: np.ndarray, timings) -> PipelineResult:
-        return PipelineResult(detections=dets, embedding=np.array(embedding, dtype=np.float32),   # [E] copy
+    def _result(self, inputs: ModelInputs, dets: Detections, outputs: dict[str, np.ndarray], i: int,
+                timings) -> PipelineResult:
+        """Frame `i` of a batch's `outputs` (copies, so a result never pins the batch's arrays)."""
+        tokens = outputs.get(TOKENS_OUTPUT)
+        return PipelineResult(detections=dets, embedding=np.array(outputs['embedding'][i], dtype=np.float32),  # [E]
                               timings=timings, input_hw=self.input_hw, warnings=inputs.warnings,
                               intrinsics=inputs.intrinsics[0].copy(), crop_xywh=inputs.crop_xywh,
-                              valid_depth_fraction=inputs.valid_depth_fraction)
+                              valid_depth_fraction=inputs.valid_depth_fraction,
+                              tokens=None if tokens is None else np.array(tokens[i], dtype=np.float32))  # [N,D]
 
     # ------------------------------------------------------------------ many frames (evaluator)
     def run_batch(self, frames: Iterable[Sequence], batch_size: int = 8,
@@ -152,7 +158,7 @@ class Pipeline:
                 t2 = time.perf_counter()
                 dets = self._decode(outputs, j)
                 post_ms = (time.perf_counter() - t2) * 1e3
-                results[slot] = self._result(inputs, dets, outputs['embedding'][j],
+                results[slot] = self._result(inputs, dets, outputs, j,
                                              {'preprocess_ms': pre_ms, 'inference_ms': infer_ms,
                                               'postprocess_ms': post_ms, 'total_ms': pre_ms + infer_ms + post_ms,
                                               'batch_size': float(len(pending))})

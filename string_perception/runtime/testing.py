@@ -5,7 +5,9 @@
 [B,N,12], ``logits`` [B,N,C], ``embedding`` [B,E]), complete metadata and a correct ``weights_sha256``. The
 maths is fixed and simple: per patch (``patch x patch`` pixels, N = H/p * W/p tokens) the mean colour (0..1) and
 mean depth form a feature ``f[B,N,4]``; ``boxes = [f @ Wt + bt, f @ Wr + br, softplus(f @ Ws + bs) + 0.01]``,
-``logits = f @ Wc + bc``, ``embedding = [mean_N f, K.flatten()] @ We``. Weights come from ``seed``.
+``logits = f @ Wc + bc``, ``embedding = [mean_N f, K.flatten()] @ We``; with ``tokens=True`` also the optional
+output ``tokens = f @ Wk`` [B,N,TINY_TOKENS_DIM] (declared in ``output_layout``; the other outputs and their weights
+stay the same). Weights come from ``seed``.
 Keyword arguments produce the broken variants the runtime must reject (wrong input names/dtypes, bad metadata,
 tampered weights, unsupported IR version).
 """
@@ -21,9 +23,10 @@ from onnx import TensorProto, helper, numpy_helper
 from .checksum import weights_sha256
 from .model_metadata import ModelMetadata
 
-__all__ = ['make_tiny_model', 'save_tiny_model', 'TINY_LABELS']
+__all__ = ['make_tiny_model', 'save_tiny_model', 'TINY_LABELS', 'TINY_TOKENS_DIM']
 
 TINY_LABELS = ('cube', 'cylinder', 'sphere')
+TINY_TOKENS_DIM = 5   # D of the optional tokens output (differs from every other output's last dim)
 
 
 def make_tiny_model(*, height: int = 32, width: int = 48, patch: int = 8, labels: Sequence[str] = TINY_LABELS,
@@ -32,9 +35,10 @@ def make_tiny_model(*, height: int = 32, width: int = 48, patch: int = 8, labels
                     image_elem_type: int = TensorProto.UINT8, static_batch: int | None = None,
                     logit_bias: float = 0.0, ir_version: int = 10, opset: int = 17,
                     metadata_overrides: Mapping[str, str | None] | None = None,
-                    tamper_weights: bool = False) -> onnx.ModelProto:
+                    tamper_weights: bool = False, tokens: bool = False) -> onnx.ModelProto:
     """The model (see module docstring). ``metadata_overrides``: key -> new string (None deletes the key).
-    ``tamper_weights``: change a weight after the checksum was recorded (checksum mismatch)."""
+    ``tamper_weights``: change a weight after the checksum was recorded (checksum mismatch).
+    ``tokens``: add the optional ``tokens`` output [B,N,TINY_TOKENS_DIM]."""
     rng = np.random.default_rng(seed)
     H, W, p, C, E = height, width, patch, len(labels), embedding_dim
     B = static_batch if static_batch is not None else 'B'
@@ -79,15 +83,21 @@ def make_tiny_model(*, height: int = 32, width: int = 48, patch: int = 8, labels
         n('MatMul', ['emb_in', 'We'], ['embedding']),                                    # [B,E]
     ]
     initializers.append(numpy_helper.from_array(np.array([1], np.int64), 'axes1'))
+    outputs = [helper.make_tensor_value_info('boxes', TensorProto.FLOAT, [B, 'N', 12]),
+               helper.make_tensor_value_info('logits', TensorProto.FLOAT, [B, 'N', C]),
+               helper.make_tensor_value_info('embedding', TensorProto.FLOAT, [B, E])]
+    output_layout = {'boxes': ['t3', 'rot6d', 'size3'], 'logits': 'sigmoid'}
+    if tokens:   # drawn after the other weights, so they are the same with or without tokens
+        initializers.append(numpy_helper.from_array(w(4, TINY_TOKENS_DIM), 'Wk'))
+        nodes.append(n('MatMul', ['feat', 'Wk'], ['tokens']))                           # [B,N,Dk]
+        outputs.append(helper.make_tensor_value_info('tokens', TensorProto.FLOAT, [B, 'N', TINY_TOKENS_DIM]))
+        output_layout['tokens'] = {'shape': ['B', 'N', 'D'], 'D': TINY_TOKENS_DIM}
     graph = helper.make_graph(
         nodes, 'tiny_vitd',
         inputs=[helper.make_tensor_value_info(img_name, image_elem_type, [B, H, W, 3]),
                 helper.make_tensor_value_info(depth_name, TensorProto.FLOAT, [B, H, W]),
                 helper.make_tensor_value_info(k_name, TensorProto.FLOAT, [B, 3, 3])],
-        outputs=[helper.make_tensor_value_info('boxes', TensorProto.FLOAT, [B, 'N', 12]),
-                 helper.make_tensor_value_info('logits', TensorProto.FLOAT, [B, 'N', C]),
-                 helper.make_tensor_value_info('embedding', TensorProto.FLOAT, [B, E])],
-        initializer=initializers)
+        outputs=outputs, initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', opset)],
                               producer_name='string_perception.runtime.testing')
     model.ir_version = ir_version
@@ -95,7 +105,7 @@ def make_tiny_model(*, height: int = 32, width: int = 48, patch: int = 8, labels
         labels=tuple(labels), input_height=H, input_width=W, patch_size=p,
         normalization_mean=(0.485, 0.456, 0.406), normalization_std=(0.229, 0.224, 0.225),
         coord_mode='camera_xyz', encoding='rope_mixed', embedding_dim=E, weights_sha256=weights_sha256(model),
-        precision='fp32', output_layout={'boxes': ['t3', 'rot6d', 'size3'], 'logits': 'sigmoid'},
+        precision='fp32', output_layout=output_layout,
         package_version='0.0.0-test', data_seed=seed, config={'preset': 'tiny-test'})
     props = meta.to_props()
     for k, v in (metadata_overrides or {}).items():
