@@ -289,3 +289,91 @@ def test_pipeline_runs_the_exported_file(exported):
     result = pipe(frame.rgb, frame.depth_mm, frame.K)
     assert result.input_hw == (32, 48) and result.embedding.shape == (exported['model'].config.embed_dim,)
     assert np.isfinite(result.embedding).all() and len(result.detections.scores) > 0
+
+
+# ------------------------------------------------------------------------------------------------ optional tokens
+@pytest.mark.parametrize('normal_map', [False, True])
+def test_deployable_tokens_are_the_models_tokens_after_fusion(normal_map):
+    """tokens=True adds ViTD.forward's 'tokens' [B,N,D] (with normal maps: the fused RGB+normal tokens, N not 2N)."""
+    model = _small_model('cayley', normal_map=normal_map)
+    frames = random_frames(model.config, batch=2)
+    with torch.no_grad():
+        ref = model(*(torch.from_numpy(a) for a in frames))
+        plain = DeployableViTD(model)(*(torch.from_numpy(a) for a in frames))
+        got = DeployableViTD(model, tokens=True)(*(torch.from_numpy(a) for a in frames))
+    assert len(plain) == 3 and len(got) == 4
+    N = model.config.num_tokens
+    assert got[3].shape == (2, N, model.config.width) == ref['tokens'].shape
+    np.testing.assert_allclose(got[3].numpy(), ref['tokens'].numpy(), atol=2e-5, rtol=0)
+    for a, b in zip(plain, got[:3]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.fixture(scope='module')
+def exported_tokens(exported):
+    """The same released checkpoint exported with --tokens (fp32 and fp16)."""
+    out = exported['dir'] / 'models' / 'vitd_small_cayley_tokens.onnx'
+    rc = export_onnx.main([str(exported['dir'] / 'release.pt'), '--out', str(out), '--tokens', '--fp16'])
+    record = json.loads(out.with_name('vitd_small_cayley_tokens.export.json').read_text())
+    return {'rc': rc, 'record': record, 'fp32': out, 'fp16': out.with_name('vitd_small_cayley_tokens_fp16.onnx')}
+
+
+def test_default_export_has_no_tokens_output(exported):
+    for precision in ('fp32', 'fp16'):
+        runner = OnnxModel(exported[precision], CPU, warmup=False)
+        assert runner.output_names == ('boxes', 'logits', 'embedding') and not runner.has_tokens
+        assert 'tokens' not in runner.metadata.output_layout
+    assert exported['record']['outputs'] == ['boxes', 'logits', 'embedding']
+
+
+@pytest.mark.parametrize('precision', ['fp32', 'fp16'])
+def test_tokens_export_parity_and_metadata(exported, exported_tokens, precision):
+    record = exported_tokens['record']
+    assert exported_tokens['rc'] == 0 and record['ok'] and record['outputs'] == ['boxes', 'logits', 'embedding',
+                                                                                  'tokens']
+    entry = record['files'][precision]
+    for source in ('random', 'scenes'):                          # verify.py checked tokens like the others
+        assert entry['parity_max_abs_diff'][source]['tokens'] <= entry['parity_bound'][source]['tokens']
+    # same weights as the default export: the extra output only exposes a tensor the graph computes anyway
+    assert entry['weights_sha256'] == exported['record']['files'][precision]['weights_sha256']
+    cfg = exported['model'].config
+    runner = OnnxModel(exported_tokens[precision], CPU, intra_op_threads=1, warmup=False)
+    assert runner.output_names == ('boxes', 'logits', 'embedding', 'tokens') and runner.tokens_dim == cfg.width
+    assert runner.metadata.output_layout['tokens']['shape'] == ['B', 'N', 'D']
+    assert runner.metadata.output_layout['tokens']['D'] == cfg.width
+    assert onnx.load(str(exported_tokens[precision])).graph.output[3].type.tensor_type.shape.dim[0].dim_param == 'B'
+    frames = scene_frames(cfg, count=3, seed_offset=20)
+    with torch.no_grad():
+        ref = exported['model'](*(torch.from_numpy(np.ascontiguousarray(a)) for a in frames))['tokens'].numpy()
+    got = runner.run(*frames)['tokens']
+    assert got.shape == (3, cfg.num_tokens, cfg.width) and got.dtype == np.float32
+    diff = np.abs(got - ref).max()
+    assert diff <= (FP32_ATOL if precision == 'fp32' else tolerance('fp16', ref)), diff
+    single = runner.run(*(a[1:2] for a in frames))['tokens']                    # dynamic batch
+    np.testing.assert_allclose(single[0], got[1], atol=1e-5 if precision == 'fp32' else 2e-3)
+
+
+def test_export_refuses_tokens_metadata_mismatch(tmp_path):
+    from string_perception.export.metadata import build_metadata
+    from string_perception.export.to_onnx import export_deployable
+    model = _small_model('rope')
+    with pytest.raises(ValueError, match='tokens'):
+        export_deployable(DeployableViTD(model, tokens=True), str(tmp_path / 'a.onnx'),
+                          build_metadata(model.config, {}, precision='fp32'))
+    with pytest.raises(ValueError, match='tokens'):
+        export_deployable(DeployableViTD(model), str(tmp_path / 'b.onnx'),
+                          build_metadata(model.config, {}, precision='fp32', tokens=True))
+
+
+def test_pipeline_gives_the_exported_tokens(exported, exported_tokens):
+    from string_perception.runtime.pipeline import Pipeline
+    from string_perception.scenes import SceneConfig, generate_frame
+    frame = generate_frame(TEST_SEED_BASE + 98, SceneConfig(height=96, width=144))
+    cfg = exported['model'].config
+    with_tokens = Pipeline(exported_tokens['fp32'], ('CPUExecutionProvider',), intra_op_threads=1)(
+        frame.rgb, frame.depth_mm, frame.K)
+    plain = Pipeline(exported['fp32'], ('CPUExecutionProvider',), intra_op_threads=1)(frame.rgb, frame.depth_mm,
+                                                                                      frame.K)
+    assert plain.tokens is None and with_tokens.tokens.shape == (cfg.num_tokens, cfg.width)
+    assert np.isfinite(with_tokens.tokens).all()
+    np.testing.assert_allclose(with_tokens.embedding, plain.embedding, rtol=0, atol=1e-6)

@@ -340,3 +340,53 @@ def test_static_batch_model(tmp_path):
     model.run(**_random_inputs(1))
     with pytest.raises(InferenceError, match='fixed batch of 1'):
         model.run(**_random_inputs(2))
+
+
+# ------------------------------------------------------------------------------------------------ optional tokens
+def test_tokens_output_is_returned_and_the_contract_outputs_are_unchanged(tiny, tmp_path):
+    from string_perception.runtime.testing import TINY_TOKENS_DIM
+    m = OnnxModel(save_tiny_model(tmp_path / 'tokens.onnx', tokens=True), CPU_ONLY, intra_op_threads=1)
+    assert m.has_tokens and not tiny.has_tokens and tiny.tokens_dim is None
+    assert m.output_names == ('boxes', 'logits', 'embedding', 'tokens') and m.tokens_dim == TINY_TOKENS_DIM
+    assert m.describe()['tokens'] is True and tiny.describe()['tokens'] is False
+    feeds = _random_inputs(3, seed=5)
+    out, ref = m.run(**feeds), tiny.run(**feeds)
+    assert 'tokens' not in ref
+    assert out['tokens'].shape == (3, out['boxes'].shape[1], TINY_TOKENS_DIM) and out['tokens'].dtype == np.float32
+    for k in ref:                                          # same weights: the extra output changes nothing else
+        np.testing.assert_array_equal(out[k], ref[k])
+    np.testing.assert_array_equal(m.run(**feeds, io_binding=True)['tokens'], out['tokens'])
+    one = m.run(**{k: v[1:2] for k, v in feeds.items()})['tokens']
+    np.testing.assert_allclose(one[0], out['tokens'][1], rtol=1e-5, atol=1e-6)
+
+
+def _retype_tokens_output(model, dims):
+    out = next(o for o in model.graph.output if o.name == 'tokens')
+    out.CopyFrom(helper.make_tensor_value_info('tokens', TensorProto.FLOAT, dims))
+    return model
+
+
+@pytest.mark.parametrize('build,match', [
+    (lambda: make_tiny_model(metadata_overrides={'output_layout': json.dumps({'tokens': {'D': 5}})}),
+     "declares 'tokens' but the graph has no such output"),
+    (lambda: make_tiny_model(tokens=True, metadata_overrides={'output_layout': json.dumps({'tokens': {'D': 7}})}),
+     'output_layout says D = 7'),
+    (lambda: _retype_tokens_output(make_tiny_model(tokens=True), ['B', 'N']), "'tokens' has rank 2"),
+    (lambda: _retype_tokens_output(make_tiny_model(tokens=True), ['B', 'N', 5, 1]), "'tokens' has rank 4"),
+])
+def test_tokens_output_contract_mismatch(tmp_path, build, match):
+    onnx.save(build(), str(tmp_path / 'm.onnx'))
+    err = _load_error(tmp_path / 'm.onnx', verify_checksum=False)
+    assert err.kind == 'contract_mismatch' and match in err.message, err.message
+
+
+def test_tokens_of_the_wrong_shape_at_run_time_are_a_bad_output(tmp_path):
+    """A graph whose declared dims are symbolic can still return other shapes: checked per call."""
+    m = OnnxModel(save_tiny_model(tmp_path / 't.onnx', tokens=True), CPU_ONLY)
+    out = m.session.run(None, m.dummy_inputs(2))
+    good = dict(zip(m.output_names, out))
+    m._check_outputs(dict(good), 2)
+    for bad in (good['tokens'][:, :-1], good['tokens'][..., :-1], good['tokens'][0]):
+        with pytest.raises(InferenceError, match='tokens') as e:
+            m._check_outputs(dict(good, tokens=bad), 2)
+        assert e.value.kind == 'bad_output'

@@ -166,3 +166,24 @@ def test_property_pipeline_gives_typed_errors_or_finite_results(pipe, h, w, dept
     d = r.detections
     for arr in (d.translations, d.rotations, d.quaternions_xyzw, d.sizes, d.scores, r.embedding):
         assert np.all(np.isfinite(arr))
+
+
+# ------------------------------------------------------------------------------------------------ optional tokens
+def test_tokens_per_frame_when_the_model_has_them(pipe, tmp_path):
+    from string_perception.runtime.testing import TINY_TOKENS_DIM
+    tok_pipe = Pipeline(save_tiny_model(tmp_path / 'tokens.onnx', logit_bias=3.0, tokens=True), CPU_ONLY,
+                        score_threshold=0.3, nms_iou=0.3, intra_op_threads=1)
+    frames = [_frame(seed=s) for s in range(3)] + [_frame(96, 96, seed=9)]
+    assert pipe(*frames[0]).tokens is None                                    # no tokens output: None
+    singles = [tok_pipe(*f) for f in frames]
+    N = (32 // 8) * (48 // 8)
+    for f, r in zip(frames, singles):
+        assert r.tokens.shape == (N, TINY_TOKENS_DIM) and r.tokens.dtype == np.float32
+        out = tok_pipe.model.run(**prepare_inputs(*f, tok_pipe.input_hw).feed())
+        np.testing.assert_array_equal(r.tokens, out['tokens'][0])
+        _same_detections(r.detections, pipe(*f).detections)                   # tokens change nothing else
+    assert not np.allclose(singles[0].tokens, singles[1].tokens)              # per frame, not a constant
+    batched = tok_pipe.run_batch(frames, batch_size=3)
+    for r, single in zip(batched, singles):
+        np.testing.assert_allclose(r.tokens, single.tokens, rtol=1e-5, atol=1e-6)
+    assert all(r.tokens.base is None for r in batched)                      # copies, not views of the batch
