@@ -153,7 +153,24 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
     out['subs_after'] = sorted(t for t, _ in node.get_subscriber_names_and_types_by_node(node.get_name(), '/'))
     out['cleanup'] = node.trigger_cleanup() == SUCCESS and node.pipeline is None
-    out['reconfigure'] = node.trigger_configure() == SUCCESS
+    # reconfigure with a model that has the optional tokens output: ~/tokens carries the pipeline's [N,D] tokens
+    node.set_parameters([Parameter('model_path', value=sys.argv[2]), Parameter('publish_tokens', value=True)])
+    out['reconfigure'] = node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
+    import time
+    from sensor_msgs.msg import Image
+    from string_perception.ros.messages import image_to_tensor
+    got, listener = [], rclpy.create_node('tokens_listener')
+    listener.create_subscription(Image, node._pubs['tokens'].topic_name, got.append, 10)
+    deadline = time.monotonic() + 10
+    while node._pubs['tokens'].get_subscription_count() < 1 and time.monotonic() < deadline:
+        rclpy.spin_once(listener, timeout_sec=0.05)
+    node._process((array_to_imgmsg(rgb, 'rgb8'), array_to_imgmsg(depth, '16UC1'), info))
+    while not got and time.monotonic() < deadline:
+        rclpy.spin_once(listener, timeout_sec=0.05)
+    ref = node.pipeline(rgb, depth, np.array(info.k).reshape(3, 3), depth_encoding='16UC1', intrinsics_hw=(48, 64))
+    out['tokens'] = [{'topic': node._pubs['tokens'].topic_name, 'encoding': m.encoding, 'hw': [m.height, m.width],
+                      'max_diff': float(np.abs(image_to_tensor(m) - ref.tokens).max())} for m in got]
+    listener.destroy_node()
     out['shutdown'] = node.trigger_shutdown() == SUCCESS
     print('RESULT ' + json.dumps(out), flush=True)
     node.destroy_node(); rclpy.try_shutdown()
@@ -171,7 +188,9 @@ def _run(tmp_path, name, args, timeout=40):
 @pytest.mark.ros
 @needs_ros
 def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
-    rc, log = _run(tmp_path, 'lifecycle', ['-c', LIFECYCLE_SCRIPT, model_path])
+    from string_perception.runtime.testing import TINY_TOKENS_DIM, save_tiny_model
+    tokens_model = save_tiny_model(tmp_path / 'tokens.onnx', tokens=True)      # 32x48 input, 8x8 patches: N = 24
+    rc, log = _run(tmp_path, 'lifecycle', ['-c', LIFECYCLE_SCRIPT, model_path, str(tokens_model)])
     assert rc == 0, log
     out = json.loads(log.split('RESULT ', 1)[1].splitlines()[0])
     assert out['configure'] and out['activate'] and out['deactivate'] and out['cleanup'] and out['reconfigure']
@@ -192,6 +211,9 @@ def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
     assert out['processed'] == 2                     # the bgr8 frame and the compressed (PNG) one
     for kind in ('bad_intrinsics', 'size_mismatch', 'bad_encoding'):     # throttled per kind, not globally
         assert f'bad input ({kind})' in log and 'node continues' in log, log
+    # publish_tokens with a tokens model: one 32FC1 N x D Image per frame, the pipeline's tokens
+    assert out['tokens'] == [{'topic': '/string_perception/tokens', 'encoding': '32FC1',
+                              'hw': [(32 // 8) * (48 // 8), TINY_TOKENS_DIM], 'max_diff': 0.0}], log
 
 
 @pytest.mark.ros
