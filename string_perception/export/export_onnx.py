@@ -13,8 +13,9 @@ on random and generated test-split frames (``verify.py``) and print the max abs 
 ``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in float32) and
 verifies it with its looser bound. ``--tokens`` adds a fourth output ``tokens`` float32 [B,N,D] (the encoder
 tokens after fusion, ``ViTD.forward``'s 'tokens'; recorded in ``output_layout``, parity-checked like the others) for
-the node's ``~/tokens``; without it the file has the three contract outputs. ``--eval-frames N`` also scores PyTorch and every written file on N test-split
-frames (``accuracy.py``: avg best 3D IoU, AP3D) and prints fp16 − fp32. ``<out stem>.export.json`` records
+the node's ``~/tokens``; without it the file has the three contract outputs. ``--eval-frames N`` also scores
+PyTorch and every written file on N test-split frames (``accuracy.py``: avg best 3D IoU, AP3D) and prints
+fp16 − fp32. ``<out stem>.export.json`` records
 checksums, file hashes, the parity numbers and those metrics.
 Exit status 1 when a check fails (the files are left in place for inspection).
 """
@@ -58,10 +59,10 @@ def _graph_problems(model: onnx.ModelProto, precision: str) -> list[str]:
 
 def export_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, *, fp16: bool = False,
                       tokens: bool = False, score_threshold: float | None = None, opset: int = DEFAULT_OPSET,
-                      verify_frames: int = 2,
-                      eval_frames: int = 0, threads: int = 1, log=print) -> dict:
-    """Export (and verify) `checkpoint` to `out` (and its fp16 sibling). Returns the record written to
-    ``<out stem>.export.json``; ``tokens`` adds the optional `tokens` output; ``record['ok']`` is False when a graph check or a parity bound failed."""
+                      verify_frames: int = 2, eval_frames: int = 0, threads: int = 1, log=print) -> dict:
+    """Export (and verify) `checkpoint` to `out` (and its fp16 sibling), with the optional `tokens` output when
+    `tokens`. Returns the record written to ``<out stem>.export.json``; ``record['ok']`` is False when a graph check
+    or a parity bound failed."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -157,8 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.set_num_threads(max(1, args.threads))
     record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, tokens=args.tokens,
-                               score_threshold=args.score_threshold,
-                               opset=args.opset, verify_frames=args.verify_frames,
+                               score_threshold=args.score_threshold, opset=args.opset, verify_frames=args.verify_frames,
                                eval_frames=max(0, args.eval_frames), threads=args.threads)
     return 0 if record['ok'] else 1
 
