@@ -81,7 +81,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('marker_alpha', 'double', 0.4, 'opacity of the marker cubes', 0.0, 1.0, live=True),
     ParamSpec('publish_embedding', 'bool', True, 'publish ~/embedding (32FC1 Image, 1 x D)', live=True),
     ParamSpec('publish_tokens', 'bool', False,
-              'publish ~/tokens (32FC1 Image, N x D) when the model has a tokens output', live=True),
+              'publish ~/tokens (32FC1 Image, N x D) when the model has a tokens output '
+              '(string-perception-export --tokens)', live=True),
     ParamSpec('publish_debug_image', 'bool', False, 'publish ~/debug_image (rgb8, boxes projected)', live=True),
     ParamSpec('target_frame', 'string', '',
               'frame for the output boxes; empty = the colour image frame (other frames need tf2_ros)', live=True),
