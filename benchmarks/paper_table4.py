@@ -13,7 +13,9 @@ numbers, and which of the paper's claims hold), ``results.json`` and ``learning_
 Configurations are ``ENCODER-ENCODING``: encoders ``vit`` (RGB only, 2D grid coordinates; the baseline ``none``
 gets the learned absolute position embedding of a standard ViT, as the paper's baseline), ``vitd`` (RGB-D,
 ``grid_depth``: the paper's setting) and ``vitd_xyz`` (RGB-D, ``camera_xyz``); ``vitd_xyz-auto`` takes the ViTD
-encoding with the best mean test IoU once the ViTD runs are done.
+encoding with the best mean test IoU once the ViTD runs are done. ``--family`` adds the rest of the paper's family
+(issue 10) as extra rows: ``vit_sincos-none`` (sin-cos APE), ``vit_nmap-none`` / ``vitd_nmap-cayley`` (normal-map
+input), ``vitd_lie-cayley`` (Lie-group azimuth/polar coordinates) and ``vitd-tensor_product`` (⊗-STRING column).
 
 Resumable: every run lives in ``OUT/runs/CONFIG/seedK``; a run with ``test.json`` is done and skipped, a run with
 ``last.pt`` continues from it. A finished run trained with another budget is an error (use another ``--out``).
@@ -52,16 +54,22 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:       # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
-from string_perception.evaluation.paper_table import (ENCODER_TITLES, ENCODING_TITLES, ENCODINGS,  # noqa: E402
-                                                      render_markdown, summarise)
+from string_perception.evaluation.paper_table import (COLUMNS, ENCODER_TITLES, ENCODING_TITLES,  # noqa: E402
+                                                      ENCODINGS, render_markdown, summarise)
 
 ENCODERS: dict[str, dict[str, Any]] = {          # ViTDConfig overrides per encoder
     'vit': {'use_depth': False},
     'vitd': {'use_depth': True, 'coord_mode': 'grid_depth'},
     'vitd_xyz': {'use_depth': True, 'coord_mode': 'camera_xyz'},
+    # the paper's family beyond Table 4 (--family): APE baseline, normal-map input, Lie-group coordinates
+    'vit_sincos': {'use_depth': False, 'abs_pos_embed': 'sincos'},
+    'vit_nmap': {'use_depth': False, 'normal_map': True},
+    'vitd_nmap': {'use_depth': True, 'coord_mode': 'grid_depth', 'normal_map': True},
+    'vitd_lie': {'use_depth': True, 'coord_mode': 'camera_xyz', 'coord_transform': 'azimuth_polar'},
 }
 AUTO = 'auto'                                     # vitd_xyz-auto: the best ViTD encoding (mean test IoU)
 DEFAULT_CONFIGS = tuple(f'{enc}-{e}' for enc in ('vit', 'vitd') for e in ENCODINGS) + (f'vitd_xyz-{AUTO}',)
+FAMILY_CONFIGS = ('vit_sincos-none', 'vit_nmap-none', 'vitd_nmap-cayley', 'vitd_lie-cayley', 'vitd-tensor_product')
 RESULT_FILE = 'test.json'
 METRIC = 'avg_best_iou'
 
@@ -111,9 +119,9 @@ class Settings:
 
 def parse_config(name: str) -> tuple[str, str]:
     encoder, sep, encoding = name.partition('-')
-    if not sep or encoder not in ENCODERS or encoding not in (*ENCODINGS, AUTO):
+    if not sep or encoder not in ENCODERS or encoding not in (*COLUMNS, AUTO):
         raise ValueError(f'bad configuration {name!r}: expected ENCODER-ENCODING with ENCODER in {tuple(ENCODERS)} '
-                         f'and ENCODING in {ENCODINGS + (AUTO,)}')
+                         f'and ENCODING in {COLUMNS + (AUTO,)}')
     return encoder, encoding
 
 
@@ -315,14 +323,14 @@ def plot_curves(curves: dict[str, dict[str, list[float]]], path: Path) -> Path:
     for config, c in sorted(curves.items(), key=lambda kv: config_order(kv[0])):
         encoder, encoding = parse_config(config)
         panels.setdefault(ENCODER_TITLES[encoder], {})[ENCODING_TITLES[encoding]] = c
-    colors = {ENCODING_TITLES[e]: f'C{i}' for i, e in enumerate(ENCODINGS)}
+    colors = {ENCODING_TITLES[e]: f'C{i}' for i, e in enumerate(COLUMNS)}
     return plot_learning_curves(panels, path, title='Validation avg best 3D IoU (mean ± std over seeds)',
                                 colors=colors)
 
 
 def config_order(config: str) -> tuple[int, int]:
     encoder, encoding = parse_config(config)
-    return list(ENCODERS).index(encoder), (ENCODINGS + (AUTO,)).index(encoding)
+    return list(ENCODERS).index(encoder), (COLUMNS + (AUTO,)).index(encoding)
 
 
 def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wall_s: float) -> list[str]:
@@ -330,7 +338,7 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
     p = provenance()
     frames = budget.steps * budget.batch_size
-    ape = sorted({(r['encoding'], str(r.get('abs_pos_embed'))) for r in records}, key=lambda x: ENCODINGS.index(x[0]))
+    ape = sorted({(r['encoding'], str(r.get('abs_pos_embed'))) for r in records}, key=lambda x: COLUMNS.index(x[0]))
     ape_text = ', '.join(f'{ENCODING_TITLES[e]}: {k}' for e, k in ape)
     return [f'Budget per run (same for every configuration): preset `{settings.preset}`, {budget.steps} steps x '
             f'batch {budget.batch_size} = {frames} frames seen, {budget.num_train_frames} training frames, '
@@ -536,6 +544,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', default='runs/table4', help='output directory (resumable)')
     p.add_argument('--configs', nargs='+', default=list(DEFAULT_CONFIGS),
                    help='ENCODER-ENCODING names (default: all 10 + vitd_xyz-auto)')
+    p.add_argument('--family', action='store_true',
+                   help=f'also the paper-family rows (issue 10): {" ".join(FAMILY_CONFIGS)}')
     p.add_argument('--seeds', type=int, default=3, help='seeds 0 .. N-1 per configuration')
     p.add_argument('--preset', default='tiny', help='ViTDConfig preset')
     b = p.add_argument_group('budget (shared by every run)')
@@ -589,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
         execute_run(json.loads(Path(args.run_one).read_text()))
         return 0
     budget, settings = budget_from_args(args), settings_from_args(args)
+    if args.family:
+        args.configs = list(dict.fromkeys([*args.configs, *FAMILY_CONFIGS]))
     if args.estimate:
         est = estimate(args.configs, budget, settings, args.estimate_steps, args.target_hours)
         settings.out.mkdir(parents=True, exist_ok=True)

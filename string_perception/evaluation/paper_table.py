@@ -16,9 +16,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 ENCODINGS = ('none', 'rope', 'rope_mixed', 'circulant', 'cayley')           # the paper's column order
+EXTRA_ENCODINGS = ('tensor_product',)                                        # the paper's extensions (§3.3)
+COLUMNS = ENCODINGS + EXTRA_ENCODINGS                                        # table columns; claims use ENCODINGS
 ENCODING_TITLES = {'none': 'Baseline', 'rope': 'RoPE', 'rope_mixed': 'RoPE-M', 'circulant': 'Circulant-S',
-                   'cayley': 'Cayley-S'}
-ENCODER_TITLES = {'vit': 'ViT', 'vitd': 'ViTD', 'vitd_xyz': 'ViTD camera_xyz'}
+                   'cayley': 'Cayley-S', 'tensor_product': '⊗-S'}
+ENCODER_TITLES = {'vit': 'ViT', 'vitd': 'ViTD', 'vitd_xyz': 'ViTD camera_xyz',
+                  # the paper's family beyond Table 4 (issue 10): extra rows, no paper numbers
+                  'vit_sincos': 'ViT sin-cos APE', 'vit_nmap': 'ViT normal map', 'vitd_nmap': 'ViTD + normal map',
+                  'vitd_lie': 'ViTD Lie-group (azimuth/polar)'}
 STRING_ENCODINGS = ('circulant', 'cayley')
 ROPE_ENCODINGS = ('rope', 'rope_mixed')
 
@@ -208,9 +213,9 @@ def _fmt(v: float | None, digits: int = 2) -> str:
 
 
 def _rows(title: str, row: Mapping[str, Mapping[str, Any]], bold_best: bool) -> list[str]:
-    best = max((row[e]['best'] for e in ENCODINGS if e in row), default=None)
+    best = max((row[e]['best'] for e in COLUMNS if e in row), default=None)
     cells_best, cells_mean = [], []
-    for e in ENCODINGS:
+    for e in COLUMNS:
         c = row.get(e)
         if c is None:
             cells_best.append('–')
@@ -242,12 +247,12 @@ def _claim_details(claim: Mapping[str, Any], stat: str) -> str:
 
 def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> str:
     """The table (ours next to the paper's, best and mean ± std per cell) and the claims, as Markdown."""
-    cols = ' | '.join(ENCODING_TITLES[e] for e in ENCODINGS)
+    cols = ' | '.join(ENCODING_TITLES[e] for e in COLUMNS)
     lines = ['# STRING paper Table 4 on the generated benchmark', '', *header, '',
              f"## Average 3D IoU (%) on the held-out test split ({summary['metric']})", '',
-             f'| encoder | statistic | {cols} |', '|' + ' --- |' * (2 + len(ENCODINGS))]
+             f'| encoder | statistic | {cols} |', '|' + ' --- |' * (2 + len(COLUMNS))]
     ours, paper = summary['cells'], summary['paper']['cells']
-    for enc in ('vit', 'vitd', 'vitd_xyz'):
+    for enc in ENCODER_TITLES:
         if enc in ours:
             lines += _rows(f'{ENCODER_TITLES[enc]} (ours)', ours[enc], bold_best=True)
         if enc in paper:
@@ -267,5 +272,5 @@ def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> s
     return '\n'.join(lines) + '\n'
 
 
-__all__ = ['ENCODINGS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6', 'STATISTICS', 'Cell', 'Comparison',
+__all__ = ['ENCODINGS', 'EXTRA_ENCODINGS', 'COLUMNS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6', 'STATISTICS', 'Cell', 'Comparison',
            'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown']
