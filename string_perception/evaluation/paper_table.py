@@ -272,5 +272,5 @@ def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> s
     return '\n'.join(lines) + '\n'
 
 
-__all__ = ['ENCODINGS', 'EXTRA_ENCODINGS', 'COLUMNS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6', 'STATISTICS', 'Cell', 'Comparison',
-           'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown']
+__all__ = ['ENCODINGS', 'EXTRA_ENCODINGS', 'COLUMNS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6',
+           'STATISTICS', 'Cell', 'Comparison', 'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown']
