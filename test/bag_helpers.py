@@ -29,10 +29,11 @@ def ground_truth(f) -> dict:
 
 def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8', depth: str = '16UC1',
               camera_info: bool = True, gt: bool = True, depth_offset_ns=None, colour_encoding: str | None = None,
-              depth_encoding: str | None = None) -> Path:
+              depth_encoding: str | None = None, depth_step: int | None = None) -> Path:
     """One bag: colour (rgb8 raw Image, or 'png'/'jpeg' CompressedImage), depth (16UC1 mm or 32FC1 m),
     CameraInfo, ground truth. ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the
-    encoding field (to make unsupported-encoding frames)."""
+    encoding field (to make unsupported-encoding frames); ``depth_step`` overrides the depth row stride (to
+    make a data length that does not match step x height)."""
     with BagWriter(path, storage=storage) as bag:
         for i, f in enumerate(fs):
             stamp = START_NS + i * PERIOD_NS
@@ -49,6 +50,8 @@ def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8',
                  M.image_msg(f.depth_mm.astype(np.float32) / 1000.0, '32FC1', dstamp, FRAME_ID))
             if depth_encoding:
                 d.encoding = depth_encoding
+            if depth_step is not None:
+                d.step = depth_step
             bag.write(DEFAULT_TOPICS.depth, d, stamp + 4_000_000)
             if camera_info:
                 bag.write(DEFAULT_TOPICS.camera_info, M.camera_info_msg(f.K, H, W, stamp, FRAME_ID), stamp + 3_000_000)

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from bag_helpers import FRAME_ID, START_NS, frames, ground_truth, write_bag
+from bag_helpers import FRAME_ID, START_NS, W, frames, ground_truth, write_bag
 from string_perception.bags.reader import BagError, BagFrameReader, header_of
 from string_perception.bags.typestore import make_typestore
 from string_perception.scenes import CLASS_NAMES
@@ -65,12 +65,17 @@ def test_unknown_encodings_are_skipped_with_a_reason(tmp_path, fs):
     with BagFrameReader(bag) as reader:
         assert list(reader) == []
         assert reader.report.skipped == {'bad_colour': len(fs)}
-        assert "'yuv422' is not supported" in '\n'.join(reader.report.lines())
+        assert "colour image encoding 'yuv422' is not one of" in '\n'.join(reader.report.lines())
     bag = write_bag(tmp_path / 'bag2', fs, depth_encoding='8UC2')
     with BagFrameReader(bag) as reader:
         assert list(reader) == []
         assert reader.report.skipped == {'bad_depth': len(fs)}
-        assert "'8UC2' is not a depth encoding" in '\n'.join(reader.report.lines())
+        assert "depth image encoding '8UC2' is not one of" in '\n'.join(reader.report.lines())
+    bag = write_bag(tmp_path / 'bag3', fs, depth_step=W * 2 + 2)    # rows claim 2 more bytes than the data has
+    with BagFrameReader(bag) as reader:
+        assert list(reader) == []
+        assert reader.report.skipped == {'bad_depth': len(fs)}
+        assert f'step {W * 2 + 2}' in '\n'.join(reader.report.lines())
 
 
 def test_missing_camera_info_is_a_clear_error_unless_intrinsics_are_given(tmp_path, fs):

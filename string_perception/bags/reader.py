@@ -29,10 +29,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..ros.frame_checks import check_image_layout
 from ..ros.image_conversion import ImageEncodingError, compressed_imgmsg_to_array, imgmsg_to_array
 from ..ros.messages import camera_info_to_k, detections_from_msg
 from ..ros.params import defaults as node_defaults
-from ..runtime.preprocess import COLOR_ENCODINGS, DEPTH_ENCODINGS
 from ..scenes import CLASS_NAMES
 from .topics import COMPRESSED, DEFAULT_TOPICS, CameraTopics, resolve_topics
 from .typestore import make_typestore
@@ -324,21 +324,16 @@ class BagFrameReader:
             if cconn.msgtype == COMPRESSED:
                 rgb, enc = compressed_imgmsg_to_array(cmsg, 'rgb8'), 'rgb8'
             else:
-                enc = cmsg.encoding
-                if enc not in COLOR_ENCODINGS:
-                    raise ImageEncodingError(f'colour encoding {enc!r} is not supported '
-                                             f'({", ".join(COLOR_ENCODINGS)})')
-                rgb = imgmsg_to_array(cmsg)
-        except (ValueError, ImageEncodingError) as e:
+                check_image_layout(cmsg, 'colour')     # the node's own header check (encoding, step, length)
+                rgb, enc = imgmsg_to_array(cmsg), cmsg.encoding
+        except (ValueError, ImageEncodingError) as e:  # InputError is a ValueError
             self.report.skip('bad_colour', f'{cconn.topic} {where}: {e}')
             return None
         try:
             dmsg = self._deserialize(draw, dconn.msgtype)
-            if dmsg.encoding not in DEPTH_ENCODINGS:
-                raise ImageEncodingError(f'depth encoding {dmsg.encoding!r} is not a depth encoding '
-                                         f'({", ".join(DEPTH_ENCODINGS)})')
+            check_image_layout(dmsg, 'depth')
             depth = imgmsg_to_array(dmsg)
-        except (ValueError, ImageEncodingError) as e:
+        except (ValueError, ImageEncodingError) as e:  # InputError is a ValueError
             self.report.skip('bad_depth', f'{dconn.topic} {where}: {e}')
             return None
         if p.info is not None:
