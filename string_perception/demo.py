@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from .child_process import ChildProcess
 
 __all__ = ['main', 'build_parser', 'DEMO_NODE_NAME']
 
@@ -54,46 +54,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--domain-id', type=int, default=None, help='ROS_DOMAIN_ID (default: derived from the pid)')
     p.add_argument('--providers', nargs='+', default=None, help="the node's ONNX Runtime providers")
     return p
-
-
-class NodeProcess:
-    """The node in its own process group, output to a log file; :meth:`stop` always ends it."""
-
-    def __init__(self, cmd: list[str], env: dict[str, str], log_path: Path):
-        self.log_path = log_path
-        with open(log_path, 'wb') as log:
-            self.popen = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
-
-    def log(self, tail: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors='replace')[-tail:]
-        except OSError:
-            return ''
-
-    def wait_ready(self, ready_line: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ready_line in self.log(100000):
-                return True
-            if self.popen.poll() is not None:
-                return False
-            time.sleep(0.1)
-        return False
-
-    def stop(self, grace: float = 5.0) -> int | None:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            if self.popen.poll() is not None:
-                break
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.popen.poll()
 
 
 class DetectionListener:
@@ -194,9 +154,9 @@ def run_demo(args: argparse.Namespace) -> int:
     env['PYTHONUNBUFFERED'] = '1'
     print(f'[demo] bag {bag}, model {model}, ROS_DOMAIN_ID {domain} (loopback only), node log {out / "node.log"}',
           flush=True)
-    node_proc = NodeProcess(cmd, env, out / 'node.log')
+    node_proc = ChildProcess('node', cmd, env, out / 'node.log')
     try:
-        if not node_proc.wait_ready(READY_LINE, NODE_START_TIMEOUT_S):
+        if not node_proc.wait_for_line(READY_LINE, NODE_START_TIMEOUT_S):
             print(f'string-perception-demo: the node did not start:\n{node_proc.log()}', file=sys.stderr)
             return 2
         print(f'[demo] {node_proc.log(100000).split(READY_LINE)[-1].splitlines()[0].strip(": ")} node ready',

@@ -5,7 +5,7 @@ In-test helpers (no rclpy import at module level):
 - ``ros_skip_reason()``         why ROS tests cannot run here (None when they can)
 - ``reserved_domain_id()``      a ROS_DOMAIN_ID in 1..101 no other test on this machine holds right now
 - ``ros_test_env(domain_id)``   full child environment: loopback Fast DDS profile, domain id, unbuffered
-- ``ProcessGroup``              start helper/peer processes (``sys.executable``), wait/stop with timeouts,
+- ``ProcessGroup``              start helper/peer processes (``sys.executable``, as ``child_process.ChildProcess``), wait/stop with timeouts,
                                 always cleaned up, logs kept for failure messages
 - ``make_detection_array()`` / ``make_label_info()`` / ``message_to_dict()``  deterministic vision_msgs
                                 payloads and a plain-data view for round-trip comparisons
@@ -29,8 +29,6 @@ import fcntl
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,7 @@ HELPERS = Path(__file__).resolve()
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from string_perception.child_process import ChildProcess  # noqa: E402
 from string_perception.ros.dds_env import MAX_DOMAIN_ID, merged_dds_env  # noqa: E402
 
 LOCK_DIR = Path(tempfile.gettempdir())
@@ -96,67 +95,20 @@ def ros_test_env(domain_id: int, **kwargs) -> dict[str, str]:
     return env
 
 
-class Proc:
-    """One child process in its own session (so stopping it also stops anything it started)."""
-
-    def __init__(self, name: str, popen: subprocess.Popen, log_path: Path):
-        self.name, self.popen, self.log_path = name, popen, log_path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def log(self, tail: int = 4000) -> str:
-        try:
-            text = self.log_path.read_text(errors='replace')
-        except OSError:
-            return ''
-        return text[-tail:]
-
-    def wait(self, timeout: float) -> int:
-        """Exit code; raises TimeoutError (process left running) if it does not end in time."""
-        try:
-            return self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError(f'{self.name} (pid {self.pid}) still running after {timeout:.0f} s; '
-                               f'log tail:\n{self.log()}') from None
-
-    def stop(self, grace: float = 5.0) -> int | None:
-        """SIGINT, then SIGTERM, then SIGKILL to this process's group, each after ``grace`` seconds."""
-        if self.popen.poll() is not None:
-            return self.popen.returncode
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(self.popen.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                return self.popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                continue
-        return self.popen.poll()
-
-
 class ProcessGroup:
     """Start processes for one test and always stop them: ``with ProcessGroup(tmp_path, env) as pg:``."""
 
     def __init__(self, log_dir: Path, env: dict[str, str]):
         self.log_dir, self.env = Path(log_dir), env
-        self.procs: list[Proc] = []
+        self.procs: list[ChildProcess] = []
 
-    def start_python(self, name: str, args: list[str], cwd: Path = REPO) -> Proc:
+    def start_python(self, name: str, args: list[str], cwd: Path = REPO) -> ChildProcess:
         """``sys.executable *args`` with this group's environment; output to ``<log_dir>/<name>.log``."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f'{name}.log'
-        with open(log_path, 'wb') as log:
-            popen = subprocess.Popen([sys.executable, *args], env=self.env, cwd=str(cwd), stdout=log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        proc = Proc(name, popen, log_path)
+        proc = ChildProcess(name, [sys.executable, *args], self.env, self.log_dir / f'{name}.log', cwd=cwd)
         self.procs.append(proc)
         return proc
 
-    def start_peer(self, name: str, role: str, *args: str) -> Proc:
+    def start_peer(self, name: str, role: str, *args: str) -> ChildProcess:
         """A peer role of this file (see the module docstring)."""
         return self.start_python(name, [str(HELPERS), role, *args])
 

@@ -43,24 +43,12 @@ def _unpadded(got, sent):
     return out + list(got[len(sent):])
 
 
-def _wait_line(proc, text, timeout):
-    import time
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in proc.log(100000):
-            return True
-        if proc.popen.poll() is not None:
-            return False
-        time.sleep(0.1)
-    return False
-
-
 def _round(pg, name, bag, out, storage, topics, node):
     from string_perception.bags.record import RECORDING_LINE
     rec = pg.start_python(f'record_{name}', ['-m', 'string_perception.bags.record', *CAMERA, GT, *OUTPUTS,
                                              '-o', str(out), '-s', storage])
     for t in OUTPUTS:                                    # the node's outputs are subscribed before anything plays
-        assert _wait_line(rec, f'{RECORDING_LINE} {t}', 30), pg.logs()
+        assert rec.wait_for_line(f'{RECORDING_LINE} {t}', 30), pg.logs()
     play = pg.start_python(f'play_{name}', ['-m', 'string_perception.bags.play', str(bag), '--rate', str(RATE),
                                             '--topics', *topics, '--wait-for-subscribers', '2',
                                             '--wait-topics', *CAMERA, f'{GT}=1'])   # node + recorder; recorder
@@ -87,7 +75,7 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
                        remaps={'image': '/camera/color/image_raw', 'depth': CAMERA[1], 'camera_info': CAMERA[2]})
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         node = pg.start_python('node', cmd[1:])
-        assert _wait_line(node, READY_LINE, 60), pg.logs()
+        assert node.wait_for_line(READY_LINE, 60), pg.logs()
         _round(pg, 'a', sample, bag_a, 'mcap', CAMERA + [GT], node)
         _round(pg, 'b', bag_a, bag_b, 'sqlite3', CAMERA + [GT], node)
         assert node.stop() == 0, pg.logs()
