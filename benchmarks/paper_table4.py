@@ -3,7 +3,8 @@
 Trains ViT and ViTD x {none, rope, rope_mixed, circulant, cayley} (+ ViTD camera_xyz with the best ViTD encoding)
 with one shared budget and several seeds, evaluates every run's best checkpoint (picked on validation) on the same
 held-out test split, and writes to ``--out``: ``table.md`` (best and mean ± std per cell next to the paper's
-numbers, and which of the paper's claims hold), ``results.json`` and ``learning_curves.png``.
+numbers, which of the paper's claims hold, and whether the best ViTD run beats the shipped model, ``--reference``,
+scored on the same test seeds), ``results.json`` and ``learning_curves.png``.
 
     python benchmarks/paper_table4.py                            # the full table: 11 configs x 3 seeds, tiny preset
     python benchmarks/paper_table4.py --estimate                 # time 20 steps per config, project the wall time
@@ -55,7 +56,8 @@ if str(REPO) not in sys.path:       # run as a script from a checkout
     sys.path.insert(0, str(REPO))
 
 from string_perception.evaluation.paper_table import (COLUMNS, ENCODER_TITLES, ENCODING_TITLES,  # noqa: E402
-                                                      ENCODINGS, render_markdown, summarise)
+                                                      ENCODINGS, default_model_decision, render_decision,
+                                                      render_markdown, summarise)
 
 ENCODERS: dict[str, dict[str, Any]] = {          # ViTDConfig overrides per encoder
     'vit': {'use_depth': False},
@@ -71,6 +73,7 @@ AUTO = 'auto'                                     # vitd_xyz-auto: the best ViTD
 DEFAULT_CONFIGS = tuple(f'{enc}-{e}' for enc in ('vit', 'vitd') for e in ENCODINGS) + (f'vitd_xyz-{AUTO}',)
 FAMILY_CONFIGS = ('vit_sincos-none', 'vit_nmap-none', 'vitd_nmap-cayley', 'vitd_lie-cayley', 'vitd-tensor_product')
 RESULT_FILE = 'test.json'
+DEFAULT_REFERENCE = REPO / 'models' / 'vitd_tiny_cayley.pt'   # the node's default model (models/MODEL_CARD.md)
 METRIC = 'avg_best_iou'
 
 
@@ -192,20 +195,47 @@ def test_dataset(spec: dict[str, Any]):
 
 def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
     """Headline metrics of the run's best checkpoint (``last.pt`` when no validation ran) on the test split."""
-    from string_perception.evaluation.evaluate import evaluate_predictions, headline, load_model, predict
+    from string_perception.evaluation.evaluate import load_model
     from string_perception.training.train import TrainConfig, resolve_device
     cfg = TrainConfig.from_dict(spec['train_config'])
     run_dir = Path(cfg.out)
     ckpt_path = run_dir / 'best.pt' if (run_dir / 'best.pt').exists() else run_dir / 'last.pt'
     device = resolve_device(cfg.device)
     model, model_cfg, ckpt = load_model(ckpt_path, device)
-    res = predict(model, test_dataset(spec), device=device, batch_size=cfg.batch_size,
+    return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']),
+            'test': test_headline(model, model_cfg, test_dataset(spec), cfg, device),
+            'abs_pos_embed': model_cfg.abs_pos_embed_kind}
+
+
+def test_headline(model, model_cfg, dataset, cfg, device) -> dict[str, float]:
+    """Headline metrics of ``model`` on ``dataset``, decoded with ``cfg``'s thresholds (the same for every run)."""
+    from string_perception.evaluation.evaluate import evaluate_predictions, headline, predict
+    res = predict(model, dataset, device=device, batch_size=cfg.batch_size,
                   decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
                           'max_detections': cfg.max_detections})
     summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
                                    operating_threshold=cfg.operating_threshold)
-    return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']), 'test': headline(summary),
-            'abs_pos_embed': model_cfg.abs_pos_embed_kind}
+    return headline(summary)
+
+
+def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[str, Any]:
+    """The model we ship (``--reference``) on the same held-out seeds, decoded like every run, so that "ship the
+    best ViTD if it beats the current model" compares like with like. Its frames are rendered with its own scene
+    settings (``same_scenes`` says whether they equal the runs')."""
+    from string_perception.evaluation.evaluate import load_model, scene_config_for
+    from string_perception.training.data import SceneDataset
+    from string_perception.training.train import TrainConfig, resolve_device
+    cfg = dataclasses.replace(TrainConfig(**settings.train), device=settings.device)
+    device = resolve_device(cfg.device)
+    model, model_cfg, ckpt = load_model(path, device)
+    scene = scene_config_for(model_cfg, ckpt)
+    dataset = SceneDataset('test', budget.test_frames, scene)
+    dataset.build_cache(path=settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene)}.npz')
+    runs_scene = scene_config_of(train_config('vitd', 'cayley', 0, budget, settings))
+    shown = path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path
+    return {'path': str(shown), 'checkpoint_step': int(ckpt['step']), 'encoding': model_cfg.encoding,
+            'same_scenes': scene_key(scene) == scene_key(runs_scene),
+            'test': test_headline(model, model_cfg, dataset, cfg, device)}
 
 
 def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -360,21 +390,24 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
 
 
 def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_s: float,
-                  errors: Sequence[str]) -> dict[str, Any]:
+                  errors: Sequence[str], reference: dict[str, Any] | None = None) -> dict[str, Any]:
     records = sorted(records, key=lambda r: (config_order(r['config']), r['seed']))
     summary = summarise(records, METRIC)
     curves = learning_curves(records, settings)
+    decision = default_model_decision(records, reference, METRIC)
     results = {'budget': {**dataclasses.asdict(budget), 'val_every': budget.val_every,
                           'warmup_steps': budget.warmup_steps},
                'settings': {**dataclasses.asdict(settings), 'out': str(settings.out)},
                'runs': records, 'summary': summary, 'curves': curves, 'wall_seconds': wall_s,
-               'errors': list(errors)}
+               'errors': list(errors), 'reference': reference, 'default_model': decision}
     out = settings.out
     (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
     header = header_lines(budget, settings, records, wall_s)
     if errors:
         header += ['', '**Runs that failed** (left out of the table):', *[f'- {e}' for e in errors]]
     md = render_markdown(summary, header)
+    if decision is not None:
+        md += '\n' + '\n'.join(render_decision(decision)) + '\n'
     if curves:
         plot_curves(curves, out / 'learning_curves.png')
         md += '\n## Learning curves\n\n![validation avg best 3D IoU vs step](learning_curves.png)\n'
@@ -401,8 +434,10 @@ def resolve_auto(configs: Sequence[str], records: Sequence[dict]) -> list[str]:
     return out
 
 
-def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings) -> dict[str, Any]:
-    """Train and evaluate every configuration x seed (resumable), then write table.md / results.json / plot."""
+def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings,
+                  reference: Path | None = None) -> dict[str, Any]:
+    """Train and evaluate every configuration x seed (resumable), score ``reference`` (the shipped model) on the
+    same test seeds, then write table.md / results.json / plot."""
     t0 = time.perf_counter()
     settings.out.mkdir(parents=True, exist_ok=True)
     for c in configs:
@@ -421,7 +456,8 @@ def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings) ->
         extra = [c for c in resolve_auto(auto, records) if c not in fixed]
         more, more_errors = run_all(specs_for(extra), settings)
         records, errors = records + more, errors + more_errors
-    results = write_outputs(records, budget, settings, time.perf_counter() - t0, errors)
+    ref = evaluate_reference(reference, budget, settings) if reference is not None else None
+    results = write_outputs(records, budget, settings, time.perf_counter() - t0, errors, ref)
     print(f'wrote {settings.out / "table.md"}, results.json and learning_curves.png', flush=True)
     return results
 
@@ -548,6 +584,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f'also the paper-family rows (issue 10): {" ".join(FAMILY_CONFIGS)}')
     p.add_argument('--seeds', type=int, default=3, help='seeds 0 .. N-1 per configuration')
     p.add_argument('--preset', default='tiny', help='ViTDConfig preset')
+    p.add_argument('--reference', default=str(DEFAULT_REFERENCE),
+                   help="the shipped model's checkpoint, scored on the same test seeds to decide whether the best "
+                   "ViTD run should replace it; 'none' to skip")
     b = p.add_argument_group('budget (shared by every run)')
     b.add_argument('--budget-scale', type=float, default=1.0, help='multiply steps and training frames')
     b.add_argument('--steps', type=int, default=None, help=f'optimiser steps per run (default {d.steps} x scale)')
@@ -606,7 +645,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.out.mkdir(parents=True, exist_ok=True)
         (settings.out / 'estimate.json').write_text(json.dumps(est, indent=2) + '\n')
         return 0
-    results = run_benchmark(args.configs, budget, settings)
+    reference = None if args.reference.lower() == 'none' else Path(args.reference)
+    results = run_benchmark(args.configs, budget, settings, reference)
     return 1 if results['errors'] else 0
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims, paper_cells,
+from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,
+                                                      default_model_decision, paper_cells, render_decision,
                                                       render_markdown, summarise)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,6 +109,20 @@ def test_claims_are_computed_from_the_numbers():
     assert verdicts['vitd_beats_vit'] == 'fails' and verdicts['circulant_best_vit'] == 'holds'
 
 
+def test_default_model_decision_ships_only_a_strictly_better_vitd_run():
+    runs = [{'config': f'{enc}-cayley', 'encoder': enc, 'encoding': 'cayley', 'seed': s, 'test': {'avg_best_iou': v}}
+            for enc, s, v in (('vit', 0, 0.30), ('vitd', 0, 0.12), ('vitd', 1, 0.15), ('vitd_xyz', 0, 0.14))]
+    reference = {'path': 'models/x.pt', 'checkpoint_step': 1600, 'same_scenes': True,
+                 'test': {'avg_best_iou': 0.15}}
+    tie = default_model_decision(runs, reference)       # the ViT run (0.30) is not a candidate: RGB only
+    assert (tie['config'], tie['seed'], tie['ship']) == ('vitd-cayley', 1, False)
+    assert tie['margin'] == pytest.approx(0.0) and 'keep the shipped model' in '\n'.join(render_decision(tie))
+    better = default_model_decision(runs, {**reference, 'test': {'avg_best_iou': 0.10}})
+    assert better['ship'] and better['margin'] == pytest.approx(5.0)
+    assert 'ship it' in '\n'.join(render_decision(better))
+    assert default_model_decision(runs, None) is None and default_model_decision(runs[:1], reference) is None
+
+
 def test_missing_cells_leave_claims_untested_and_the_table_renders():
     summary = summarise(_runs({'vit': {'none': [30.0], 'cayley': [31.0]}}))
     v = _verdicts(summary)
@@ -162,12 +177,25 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
     assert '| ViTD camera_xyz (ours) | best |' in md and '![' in md
     assert (out / 'learning_curves.png').stat().st_size > 1000
     assert re.search(r'\| ViTD > ViT for every encoding \| untested \|', md)
+    # the shipped model, scored on the same test seeds at its own 128x128 input (the micro runs render 64x64)
+    ref = results['reference']
+    assert ref['path'] == 'models/vitd_tiny_cayley.pt' and ref['encoding'] == 'cayley' and not ref['same_scenes']
+    decision = results['default_model']
+    assert decision['config'] in ('vitd-rope', 'vitd_xyz-rope') and decision['ship'] == (decision['margin'] > 0)
+    assert '## Default model' in md and "shipped model's own scene settings" in md
 
-    # resumed in this process: finished runs are read back, not retrained
+    # resumed in this process: finished runs are read back, not retrained. With one of them as the reference, the
+    # reference is scored on the very frames, with the very decoding, of that run: the same number, so no ship
     stamp = {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')}
-    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', '--jobs', '1']) == 0
+    own = out / 'runs' / 'vitd-rope' / 'seed0' / 'best.pt'
+    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', '--jobs', '1', '--reference', str(own)]) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')} == stamp
-    assert len(json.loads((out / 'results.json').read_text())['runs']) == 2
+    resumed = json.loads((out / 'results.json').read_text())
+    assert len(resumed['runs']) == 2 and resumed['reference']['same_scenes']
+    assert resumed['reference']['test'] == resumed['runs'][1]['test']
+    assert resumed['default_model']['margin'] == 0.0 and not resumed['default_model']['ship']
+    assert bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--reference', 'none']) == 0
+    assert '## Default model' not in (out / 'table.md').read_text()
     # the same directory with another budget is refused rather than mixed
     with pytest.raises(RuntimeError, match='another budget'):
         bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--steps', '3'])

@@ -208,6 +208,36 @@ def summarise(runs: Sequence[Mapping[str, Any]], metric: str = 'avg_best_iou') -
     }
 
 
+DEFAULT_MODEL_ENCODERS = ('vitd', 'vitd_xyz')     # the runs that may replace the shipped model (RGB-D in, node-ready)
+
+
+def default_model_decision(runs: Sequence[Mapping[str, Any]], reference: Mapping[str, Any] | None,
+                           metric: str = 'avg_best_iou') -> dict[str, Any] | None:
+    """Issue 8's last point: the best single ViTD run on the test split against ``reference`` (the shipped model,
+    scored by the benchmark on the same seeds); ship it only if it is strictly better. ``None`` without either."""
+    candidates = [r for r in runs if r['encoder'] in DEFAULT_MODEL_ENCODERS]
+    if reference is None or not candidates:
+        return None
+    best = max(candidates, key=lambda r: r['test'][metric])
+    ours, ref = 100.0 * best['test'][metric], 100.0 * reference['test'][metric]
+    return {'config': best['config'], 'seed': best['seed'], 'ours': ours, 'reference': ref,
+            'reference_path': reference['path'], 'reference_step': reference['checkpoint_step'],
+            'same_scenes': bool(reference['same_scenes']), 'margin': ours - ref, 'ship': ours > ref}
+
+
+def render_decision(decision: Mapping[str, Any]) -> list[str]:
+    """The decision as a Markdown section."""
+    verdict = ('**ship it**: it beats the shipped model' if decision['ship'] else
+               '**keep the shipped model**: the best run does not beat it')
+    scenes = ('' if decision['same_scenes'] else ' (rendered with the shipped model\'s own scene settings, which '
+              'differ from the runs\')')
+    return ['## Default model', '',
+            f"Best ViTD run: `{decision['config']}` seed {decision['seed']}, {decision['ours']:.2f}. Shipped "
+            f"`{decision['reference_path']}` (step {decision['reference_step']}) on the same test seeds, decoded "
+            f"the same way{scenes}: {decision['reference']:.2f}. Margin {decision['margin']:+.2f} points: "
+            f'{verdict}.']
+
+
 def _fmt(v: float | None, digits: int = 2) -> str:
     return '–' if v is None or (isinstance(v, float) and math.isnan(v)) else f'{v:.{digits}f}'
 
@@ -273,4 +303,5 @@ def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> s
 
 
 __all__ = ['ENCODINGS', 'EXTRA_ENCODINGS', 'COLUMNS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6',
-           'STATISTICS', 'Cell', 'Comparison', 'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown']
+           'STATISTICS', 'Cell', 'Comparison', 'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown',
+           'DEFAULT_MODEL_ENCODERS', 'default_model_decision', 'render_decision']
