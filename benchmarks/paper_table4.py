@@ -114,6 +114,11 @@ class Settings:
     jobs: int = 1
     threads: int = 1
     progress: bool = False
+    cache: Path | None = None       # generated train/test frames; default OUT/cache (ablations share one)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache if self.cache is not None else self.out / 'cache'
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -151,7 +156,7 @@ def train_config(encoder: str, encoding: str, seed: int, budget: Budget, setting
         val_frames=budget.val_frames, seed=seed, out=str(run_dir), device=settings.device, threads=settings.threads,
         keep_every=0)
     key = scene_key(scene_config_of(cfg))
-    cfg.cache_file = str(settings.out / 'cache' / f'train_{budget.num_train_frames}_{key}.npz')
+    cfg.cache_file = str(settings.cache_dir / f'train_{budget.num_train_frames}_{key}.npz')
     return cfg
 
 
@@ -163,7 +168,7 @@ def run_spec(encoder: str, encoding: str, seed: int, budget: Budget, settings: S
     fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return {'config': f'{encoder}-{encoding}', 'encoder': encoder, 'encoding': encoding, 'seed': seed,
             'train_config': cfg.to_dict(), 'test_frames': budget.test_frames, 'fingerprint': fingerprint,
-            'test_cache': str(settings.out / 'cache'
+            'test_cache': str(settings.cache_dir
                               / f'test_{budget.test_frames}_{scene_key(scene_config_of(cfg))}.npz'),
             'progress': settings.progress}
 
@@ -230,7 +235,7 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
     model, model_cfg, ckpt = load_model(path, device)
     scene = scene_config_for(model_cfg, ckpt)
     dataset = SceneDataset('test', budget.test_frames, scene)
-    dataset.build_cache(path=settings.out / 'cache' / f'test_{budget.test_frames}_{scene_key(scene)}.npz')
+    dataset.build_cache(path=settings.cache_dir / f'test_{budget.test_frames}_{scene_key(scene)}.npz')
     runs_scene = scene_config_of(train_config('vitd', 'cayley', 0, budget, settings))
     shown = path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path
     return {'path': str(shown), 'checkpoint_step': int(ckpt['step']), 'encoding': model_cfg.encoding,
@@ -397,7 +402,8 @@ def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_
     decision = default_model_decision(records, reference, METRIC)
     results = {'budget': {**dataclasses.asdict(budget), 'val_every': budget.val_every,
                           'warmup_steps': budget.warmup_steps},
-               'settings': {**dataclasses.asdict(settings), 'out': str(settings.out)},
+               'settings': {**dataclasses.asdict(settings), 'out': str(settings.out),
+                            'cache': str(settings.cache_dir)},
                'runs': records, 'summary': summary, 'curves': curves, 'wall_seconds': wall_s,
                'errors': list(errors), 'reference': reference, 'default_model': decision}
     out = settings.out
