@@ -60,6 +60,11 @@ class Ablation:
     configs: tuple[str, ...]
     model: Mapping[str, Any] = field(default_factory=dict)        # ViTDConfig overrides
     train: Mapping[str, Any] = field(default_factory=dict)        # TrainConfig overrides
+    steps_scale: float = 1.0                                      # optimiser steps x this (same training frames)
+
+    def budget(self, base: Any) -> Any:
+        """The table's ``paper_table4.Budget`` with this ablation's steps (warm-up and validation follow)."""
+        return dataclasses.replace(base, steps=max(1, round(base.steps * self.steps_scale)))
 
 
 ABLATIONS: tuple[Ablation, ...] = (
@@ -75,6 +80,8 @@ ABLATIONS: tuple[Ablation, ...] = (
              'spectrum', ('vit-circulant',), model={'encoding_kwargs': {'init': 'normal', 'init_std': 0.1}}),
     Ablation('cayley_base10', 'Cayley RoPE frequencies initialised with base 10 (the RoPE-Mixed reference code) '
              'instead of 100', ('vitd-cayley',), model={'encoding_kwargs': {'base': 10.0}}),
+    Ablation('steps_2x', 'twice the optimiser steps (600; same 4000 training frames), ViTD RoPE-M vs Cayley: does '
+             'Cayley pull ahead once S has moved further?', ('vitd-rope_mixed', 'vitd-cayley'), steps_scale=2.0),
 )
 BY_NAME = {a.name: a for a in ABLATIONS}
 
@@ -92,7 +99,8 @@ def specs_for(ablations: Sequence[Ablation], budget: Any, base: Any) -> list[dic
         settings = ablation_settings(ab, base)
         for config in ab.configs:
             for seed in range(base.seeds):
-                specs.append({**T4.run_spec(*T4.parse_config(config), seed, budget, settings), 'ablation': ab.name})
+                specs.append({**T4.run_spec(*T4.parse_config(config), seed, ab.budget(budget), settings),
+                              'ablation': ab.name})
     return specs
 
 
@@ -143,11 +151,14 @@ def merged_cells(default: Mapping[str, Mapping[str, Cell]], variant: Mapping[str
 
 
 def claims_by_ablation(cells: Mapping[str, Mapping[str, Mapping[str, Cell]]]) -> dict[str, dict[str, Any]]:
-    """ablation -> claim key -> Claim.to_dict(), with that ablation's cells replacing the default ones."""
+    """ablation -> claim key -> Claim.to_dict(), with that ablation's cells replacing the default ones. An ablation
+    with another step budget is compared only within itself (its cells against each other, not against runs of
+    another length)."""
     default = cells.get('default', {})
     out = {}
     for name, variant in cells.items():
-        claims = check_claims(merged_cells(default, variant))
+        same_budget = name not in BY_NAME or BY_NAME[name].steps_scale == 1
+        claims = check_claims(merged_cells(default if same_budget else {}, variant))
         out[name] = {c.key: c.to_dict() for c in claims if c.key in CLAIM_KEYS}
     return out
 

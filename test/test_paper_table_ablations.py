@@ -41,11 +41,20 @@ def test_every_ablation_is_a_valid_change_of_contested_cells():
     assert len(ab.BY_NAME) == len(ab.ABLATIONS)
     for a in ab.ABLATIONS:
         assert set(a.configs) <= set(ab.CONTESTED), a.name
-        assert a.name == 'default' or a.model or a.train, f'{a.name} changes nothing'
+        assert a.name == 'default' or a.model or a.train or a.steps_scale != 1, f'{a.name} changes nothing'
         for config in a.configs:    # the tiny preset (head dim 32) builds with the ablation's overrides
             encoder, encoding = ab.T4.parse_config(config)
             cfg = ViTDConfig.preset('tiny', **{**a.model, **ab.T4.ENCODERS[encoder], 'encoding': encoding})
             build_model(cfg)
+    budget, settings = ab.T4.Budget(), ab.T4.Settings(out=Path('/nonexistent/abl'))
+    specs = ab.specs_for([ab.BY_NAME['steps_2x'], ab.BY_NAME['lr_2e-3']], budget, settings)
+    by = {(s['ablation'], s['config'], s['seed']): s['train_config'] for s in specs}
+    assert len(specs) == 3 * (2 + len(ab.CONTESTED))
+    longer, lr = by[('steps_2x', 'vitd-cayley', 0)], by[('lr_2e-3', 'vitd-cayley', 0)]
+    assert (longer['steps'], longer['warmup_steps'], longer['val_every']) == (600, 30, 100)
+    assert longer['num_train_frames'] == lr['num_train_frames'] == 4000 and longer['lr'] == 1e-3
+    assert (lr['steps'], lr['lr']) == (300, 2e-3) and longer['cache_file'] == lr['cache_file']
+    assert longer['cache_file'].startswith('/nonexistent/abl/cache/') and '/steps_2x/runs/' in longer['out']
 
 
 def test_claims_use_the_ablation_cells_in_place_of_the_default_ones():
@@ -66,6 +75,12 @@ def test_claims_use_the_ablation_cells_in_place_of_the_default_ones():
     assert claims['circulant_block8']['cayley_best_vitd'] == claims['default']['cayley_best_vitd']
     worst = min(claims['default']['cayley_best_vitd']['comparisons']['mean'], key=lambda c: c['margin'])
     assert worst['rhs'] == 'ViTD RoPE-M' and worst['margin'] == pytest.approx(-0.4)
+    # another step budget is compared only within itself: no ViT cells, ViTD Cayley vs RoPE-M only
+    runs += [_run('steps_2x', 'vitd-rope_mixed', 0, 0.12), _run('steps_2x', 'vitd-cayley', 0, 0.13)]
+    steps2x = ab.claims_by_ablation(ab.cells_by_ablation(runs))['steps_2x']
+    assert steps2x['circulant_best_vit']['verdict']['mean'] == 'untested'
+    assert [(c['rhs'], round(c['margin'], 6)) for c in steps2x['cayley_best_vitd']['comparisons']['mean']] == [
+        ('ViTD RoPE-M', 1.0)]
     md = ab.render(runs, {}, ['header'], ab.ABLATIONS)
     assert '| `circulant_block8` |' in md and '3.50 ± 0.00 (3.50)' in md and '3.00 ± 0.20 (3.20)' in md
     assert 'fails (-0.40 vs ViTD RoPE-M)' in md and '`lr_2e-3`' not in md     # ablations not run are not rows
