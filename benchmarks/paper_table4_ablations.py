@@ -237,10 +237,17 @@ def run_ablations(ablations: Sequence[Ablation], budget: Any, base: Any) -> dict
                 drift[f"{s['ablation']}/{s['config']}/{s['seed']}"] = d
     wall = time.perf_counter() - t0
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
-    header = T4.header_lines(budget, base, records, wall)[:1] + [
-        '', f'Runs: {len(records)} ({base.seeds} seed(s) per cell), device `{base.device}`, {base.jobs} job(s) x '
-        f'{base.threads} thread(s); wall time of this invocation {wall / 60:.1f} min, train + eval summed '
-        f'{compute / 60:.1f} min. Test split: {budget.test_frames} held-out frames, the same as the table\'s.']
+    from string_perception.training.train import TrainConfig, provenance
+    p, lr = provenance(), TrainConfig(**base.train).lr
+    header = [f'Budget per run: the table\'s unless the ablation changes it: preset `{base.preset}`, {budget.steps} '
+              f'steps x batch {budget.batch_size}, {budget.num_train_frames} training frames, best checkpoint on '
+              f'{budget.val_frames} validation frames every {budget.val_every} steps, lr {lr:g}, '
+              f'{base.seeds} seed(s) per cell; test split: the table\'s {budget.test_frames} held-out '
+              'frames.', '',
+              f'Runs: {len(records)}; device `{base.device}`, {base.jobs} job(s) x {base.threads} thread(s); wall '
+              f'time of the invocation that wrote this {wall / 60:.1f} min (finished runs are read back, not '
+              f'retrained), train + eval summed over runs {compute / 60:.1f} min. Code {p["git_commit"]}, torch '
+              f'{p["torch"]}.']
     if errors:
         header += ['', '**Runs that failed** (left out):', *[f'- {e}' for e in errors]]
     (base.out / 'ablations.md').write_text(render(records, drift, header, ablations))
