@@ -9,7 +9,7 @@ a reproducibility check of the table) and then each change in :data:`ABLATIONS`,
 ablation's cells in place of the default ones; how far trained Cayley rotations moved from the identity, i.e. from
 RoPE-Mixed), and ``results.json``.
 
-    python benchmarks/paper_table4_ablations.py                       # all of ABLATIONS, 3 seeds (~85 min, 2 cores)
+    python benchmarks/paper_table4_ablations.py                       # all of ABLATIONS, 3 seeds (96 min, 2 cores)
     python benchmarks/paper_table4_ablations.py --only default lr_2e-3 --seeds 1
 
 Runs go through ``paper_table4.py``'s machinery (same budget, same held-out test split, resumable: a finished run
