@@ -17,7 +17,6 @@ is read back) under ``OUT/<ablation>/runs/CONFIG/seedK``; all ablations share on
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import json

@@ -8,8 +8,8 @@
 Bit for bit needs the same floating-point rounding as the machine that wrote the recording: numpy's matrix
 products go through the OpenBLAS kernel picked for the CPU, and its AVX-512 kernels (SkylakeX, Sapphire Rapids)
 round 1 ulp away from its AVX2 (Haswell) kernel, enough to move a rendered pixel by one grey level in 3 of the 24
-frames. The recording was written with the Haswell kernel, so on x86-64 this script re-executes itself with
-``OPENBLAS_CORETYPE=Haswell`` unless the variable is already set (which then wins).
+frames. The recording was written with the Haswell kernel, so on x86-64 with AVX2 this script re-executes itself
+with ``OPENBLAS_CORETYPE=Haswell`` unless the variable is already set (which then wins).
 """
 from __future__ import annotations
 
@@ -22,7 +22,16 @@ import sys
 from pathlib import Path
 
 BLAS_KERNEL = {'OPENBLAS_CORETYPE': 'Haswell'}     # the OpenBLAS kernel data/sample_recording was generated with
-if platform.machine() in ('x86_64', 'AMD64') and 'OPENBLAS_CORETYPE' not in os.environ:
+
+
+def _has_avx2() -> bool:
+    try:
+        return ' avx2 ' in Path('/proc/cpuinfo').read_text().replace('\n', ' ')
+    except OSError:
+        return False
+
+
+if platform.machine() in ('x86_64', 'AMD64') and 'OPENBLAS_CORETYPE' not in os.environ and _has_avx2():
     os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **BLAS_KERNEL})   # before numpy loads
 
 REPO = Path(__file__).resolve().parent.parent
