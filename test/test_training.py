@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -113,6 +114,11 @@ def test_torchrun_ddp_two_cpu_ranks_stay_in_sync(tmp_path):
            '--num-train-frames', '8', '--val-frames', '2', '--val-every', '3', '--warmup-steps', '1',
            '--scene', 'max_objects=3', '--no-progress', '--out', str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 and 'terminate called without an active exception' in proc.stderr:
+        # gloo's threads can abort a rank at process teardown after training finished (seen once in a CI run;
+        # upstream: pytorch/pytorch#179291); one fresh retry, and a second failure fails the test
+        shutil.rmtree(out, ignore_errors=True)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((out / 'summary.json').read_text())
     assert summary['world_size'] == 2 and summary['step'] == 3

@@ -491,6 +491,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
                    'world_size': info.world_size, 'rank_weight_max_abs_diff': max_rank_divergence(model, info)}
         if info.is_main:
             (out / 'summary.json').write_text(json.dumps(summary, indent=2) + '\n')
+        if info.enabled:
+            dist.barrier()      # tear the gloo group down together: a rank leaving early aborted at exit once
         return summary
     finally:
         cleanup_distributed()
