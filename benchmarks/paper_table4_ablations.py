@@ -219,6 +219,7 @@ def render(records: Sequence[Mapping[str, Any]], drift: Mapping[str, Mapping[str
 # ----------------------------------------------------------------------------------------------------------------
 
 def run_ablations(ablations: Sequence[Ablation], budget: Any, base: Any) -> dict[str, Any]:
+    from string_perception.training.train import TrainConfig, provenance
     t0 = time.perf_counter()
     base.out.mkdir(parents=True, exist_ok=True)
     specs = specs_for(ablations, budget, base)
@@ -236,7 +237,6 @@ def run_ablations(ablations: Sequence[Ablation], budget: Any, base: Any) -> dict
                 drift[f"{s['ablation']}/{s['config']}/{s['seed']}"] = d
     wall = time.perf_counter() - t0
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
-    from string_perception.training.train import TrainConfig, provenance
     p, lr = provenance(), TrainConfig(**base.train).lr
     header = [f'Budget per run: the table\'s unless the ablation changes it: preset `{base.preset}`, {budget.steps} '
               f'steps x batch {budget.batch_size}, {budget.num_train_frames} training frames, best checkpoint on '
