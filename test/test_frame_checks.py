@@ -100,3 +100,15 @@ def test_input_watch_reports_partners_silent_while_colour_keeps_coming():
     w.timeout_s = 10.0
     w.seen('image', 61 * S)
     assert w.missing(62 * S) == []
+
+
+def test_input_watch_a_partner_just_ahead_of_its_colour_image_is_not_missing():
+    # a 100 MB colour image lands after its camera_info; the next colour image comes seconds later
+    w = InputWatch('image', ('depth', 'camera_info'), timeout_s=0.3)
+    w.seen('camera_info', 10 * S)
+    w.seen('image', 10 * S + S // 10)                          # 0.1 s after its camera_info: answered
+    w.seen('depth', 10 * S + S // 5)
+    w.seen('image', 13 * S)                                    # the next frame's colour image, 3 s later: it
+    assert w.missing(13 * S) == []                             # starts the clocks (partners silent > 0.3 s)...
+    w.seen('depth', 13 * S + 1000)                             # ...and only depth answers
+    assert w.missing(13 * S + S // 2) == ['camera_info']

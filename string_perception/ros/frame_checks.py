@@ -92,21 +92,27 @@ class InputWatch:
     """Notices partner inputs (depth, camera_info) that stay silent while the primary (colour) keeps arriving.
 
     ``seen(name, now_ns)`` on every message (monotonic ns); ``missing(now_ns)``: partners not seen since the first
-    primary message that came after their last one, more than ``timeout_s`` ago. A stream that pauses and
-    resumes is not missing: the first colour image after the pause starts the clock and its partners stop it.
+    primary message that came after their last one, more than ``timeout_s`` ago. A partner seen less than
+    ``timeout_s`` before a primary answers it (small messages overtake a large colour image on the wire), so its
+    clock starts only at a primary that finds it silent for longer. A stream that pauses and resumes is not
+    missing: the first colour image after the pause starts the clock and its partners stop it.
     """
 
     def __init__(self, primary: str, partners: Iterable[str], timeout_s: float):
         self.primary, self.timeout_s = primary, float(timeout_s)
         self._waiting_since: dict[str, int | None] = {name: None for name in partners}
+        self._last_seen: dict[str, int | None] = {name: None for name in partners}
 
     def seen(self, name: str, now_ns: int) -> None:
         if name == self.primary:
+            limit = self.timeout_s * S_TO_NS
             for partner, since in self._waiting_since.items():
-                if since is None:
+                last = self._last_seen[partner]
+                if since is None and (last is None or now_ns - last > limit):
                     self._waiting_since[partner] = int(now_ns)
         elif name in self._waiting_since:
             self._waiting_since[name] = None
+            self._last_seen[name] = int(now_ns)
 
     def missing(self, now_ns: int) -> list[str]:
         limit = self.timeout_s * S_TO_NS
