@@ -60,6 +60,16 @@ PARAMS: tuple[ParamSpec, ...] = (
               'ONNX model file (docs/ARCHITECTURE.md contract); empty = the shipped models/vitd_tiny_cayley.onnx'),
     ParamSpec('providers', 'string_array', list(PROVIDER_NAMES),
               'ONNX Runtime execution providers, best first (CPU is always the last resort)', choices=PROVIDER_NAMES),
+    ParamSpec('intra_op_threads', 'int', 0,
+              'ONNX Runtime intra-op threads; 0 = its default (one per core). On a small CPU host shared with DDS, '
+              'fewer threads leave a core for transport (benchmarks/node_latency.py)', 0, 256),
+    ParamSpec('intra_op_spinning', 'bool', False,
+              'let idle ONNX Runtime threads spin-wait for work (lower latency on dedicated cores; burns CPU that DDS '
+              'and the executor need on a shared host)'),
+    ParamSpec('executor', 'string', 'single_threaded',
+              'rclpy executor of the node process: single_threaded, multi_threaded (inputs and timers in separate '
+              'callback groups) or events (rclpy.experimental.EventsExecutor)',
+              choices=('single_threaded', 'multi_threaded', 'events')),
     ParamSpec('score_threshold', 'double', -1.0,
               "minimum detection score; -1 = the model's recommended threshold (metadata), else 0.3", -1.0, 1.0,
               live=True),
@@ -98,6 +108,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('input_timeout', 'double', 1.0,
               'colour images arriving while depth or camera_info has been silent this many seconds are counted as '
               'missing_depth / missing_camera_info', 0.05, 3600.0, live=True),
+    ParamSpec('zero_copy_input', 'bool', True,
+              'decode raw images as numpy views over the message buffers (false: copy them first, as before)'),
+    ParamSpec('skip_unsubscribed_outputs', 'bool', True,
+              'build no markers, embedding, tokens or debug image while nobody subscribes to them', live=True),
+    ParamSpec('latency_log', 'string', '',
+              'append each frame\'s per-stage latencies (ms) as one JSON line to this file; empty = off '
+              '(benchmarks/node_latency.py)'),
     ParamSpec('diagnostics_period', 'double', 1.0, 'seconds between /diagnostics messages', 0.1, 60.0),
     ParamSpec('log_throttle', 'double', 5.0, 'seconds between repeated warnings of one kind', 0.0, 3600.0,
               live=True),

@@ -135,7 +135,8 @@ class OnnxModel:
                  verify_checksum: bool = True, warmup: bool = True, device_id: int = 0,
                  trt_engine_cache_path: str | os.PathLike | None = None, trt_fp16: bool = False,
                  trt_options: Mapping[str, Any] | None = None, cuda_options: Mapping[str, Any] | None = None,
-                 use_io_binding: bool = False, cpu_fallback: bool = True, ort_log_severity: int = 3):
+                 use_io_binding: bool = False, cpu_fallback: bool = True, ort_log_severity: int = 3,
+                 intra_op_spinning: bool | None = None):
         self.path = Path(path)
         self.use_io_binding = bool(use_io_binding)
         self.device_id = int(device_id)
@@ -176,6 +177,8 @@ class OnnxModel:
             so.intra_op_num_threads = int(intra_op_threads)
         if inter_op_threads:
             so.inter_op_num_threads = int(inter_op_threads)
+        if intra_op_spinning is not None:   # False: idle intra-op threads sleep instead of spinning (shared cores)
+            so.add_session_config_entry('session.intra_op.allow_spinning', '1' if intra_op_spinning else '0')
         so.log_severity_level = int(ort_log_severity)
         self.session, self.provider_problems = self._create_session(model_bytes, so, cpu_fallback)
         del model_bytes
