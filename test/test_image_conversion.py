@@ -95,6 +95,26 @@ def test_result_owns_its_memory():
     np.testing.assert_array_equal(out, a)
 
 
+@pytest.mark.parametrize('encoding,pad', [('rgb8', 0), ('rgb8', 3), ('16UC1', 2), ('32FC1', 0), ('mono8', 1)])
+def test_no_copy_is_a_view_over_the_message_buffer(encoding, pad):
+    a = sample(encoding)
+    msg = raw_msg(a, encoding, pad=pad, data_type=array.array)
+    view = ic.imgmsg_to_array(msg, copy=False)
+    np.testing.assert_array_equal(view, a)                     # same pixels, row padding skipped
+    assert view.shape == a.shape and view.dtype == a.dtype
+    assert np.shares_memory(view, np.frombuffer(msg.data, np.uint8))
+    msg.data[0] ^= 0xFF                                        # a change to the message shows through the view
+    assert view.reshape(-1).view(np.uint8)[0] == msg.data[0]
+
+
+def test_no_copy_still_converts_big_endian_data():
+    a = sample('16UC1')
+    msg = raw_msg(a, '16UC1', big=True, data_type=array.array)
+    out = ic.imgmsg_to_array(msg, copy=False)
+    np.testing.assert_array_equal(out, a)
+    assert out.dtype.isnative and not np.shares_memory(out, np.frombuffer(msg.data, np.uint8))
+
+
 def test_rclpy_image_message_round_trip():
     pytest.importorskip('sensor_msgs.msg')
     from sensor_msgs.msg import Image

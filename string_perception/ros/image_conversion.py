@@ -117,8 +117,11 @@ def _int_field(msg, name: str) -> int:
     return int(value)
 
 
-def imgmsg_to_array(msg) -> np.ndarray:
-    """Decode a sensor_msgs/Image(-like) message to a new native-endian, C-contiguous array."""
+def imgmsg_to_array(msg, copy: bool = True) -> np.ndarray:
+    """Decode a sensor_msgs/Image(-like) message to a new native-endian, C-contiguous array.
+
+    ``copy=False``: a view over the message's buffer when its byte order is the host's (no copy; rows keep the
+    message's step, so it may not be contiguous); big-endian data is still converted into a new array."""
     dtype, channels = encoding_info(getattr(msg, 'encoding', None))
     height, width, step = (_int_field(msg, n) for n in ('height', 'width', 'step'))
     buf = _buffer(getattr(msg, 'data', None))
@@ -136,6 +139,8 @@ def imgmsg_to_array(msg) -> np.ndarray:
         arr = np.zeros(shape, dtype=dtype)
     else:
         view = np.ndarray(shape, dtype=src_dtype, buffer=buf, strides=strides)  # no copy, may be unaligned
+        if not copy and view.dtype.isnative:
+            return view[:, :, 0] if channels == 1 else view
         arr = np.ascontiguousarray(view.astype(dtype.newbyteorder('='), copy=True))
     return arr[:, :, 0] if channels == 1 else arr
 
