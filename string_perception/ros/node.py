@@ -38,7 +38,8 @@ import numpy as np
 from . import params as P
 from .diagnostics import NodeStats, diagnostic_array
 from .frame_checks import InputWatch, StampGate, check_frame_ids, check_image_layout
-from .image_conversion import CONVERSION_ERRORS, make_bridge
+from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
+from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .markers import MarkerBuilder
 from .messages import (camera_info_to_k, copy_header, detections_to_msg, label_info_msg, stamp_to_ns,
@@ -89,6 +90,10 @@ class StringPerceptionNode(LifecycleNode):
         self.cfg: dict[str, Any] = {}
         self.pipeline = None
         self.stats = NodeStats()
+        self.budget = LatencyBudget()              # per-stage latency (latency.py), reset at configure
+        self._arrivals = ArrivalBook()             # colour image stamp -> arrival, for transport vs sync wait
+        self._stage_log: StageLog | None = None    # latency_log
+        self._input_group = self._timer_group = None
         self.bridge = make_bridge()
         self.markers = MarkerBuilder()
         self._pubs: dict[str, Any] = {}
@@ -153,7 +158,9 @@ class StringPerceptionNode(LifecycleNode):
         try:
             cfg = P.validate_all(P.read_all(self))
             path = self._model_path(cfg['model_path'])
-            self.pipeline = Pipeline(path, providers=tuple(cfg['providers']))
+            self.pipeline = Pipeline(path, providers=tuple(cfg['providers']),
+                                     intra_op_threads=cfg['intra_op_threads'] or None,
+                                     intra_op_spinning=cfg['intra_op_spinning'])
             self._apply_live(cfg)
         except (ValueError, FileNotFoundError, ModelLoadError) as e:
             log.error(f'configure failed: {e}')
@@ -182,8 +189,13 @@ class StringPerceptionNode(LifecycleNode):
             self._pubs['label_info'] = self.create_publisher(type(info), '~/label_info', latched)
             info.header.stamp = self.get_clock().now().to_msg()
             self._pubs['label_info'].publish(info)
-        self.stats = NodeStats()
-        self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
+        self.stats, self.budget = NodeStats(), LatencyBudget()
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        # inputs (synchroniser state) in one group, the diagnostics timer in another: a multi-threaded executor
+        # runs them side by side, never two input callbacks at once
+        self._input_group, self._timer_group = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
+        self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics,
+                                             callback_group=self._timer_group)
         log.info(f'configured: model {path} ({len(self.pipeline.labels)} labels, input {self.pipeline.input_hw}), '
                  f'provider {self.pipeline.provider}, score threshold '
                  f'{self.pipeline.params["score_threshold"]:.3f}')
@@ -201,15 +213,16 @@ class StringPerceptionNode(LifecycleNode):
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
         for name, msg_type, topic in specs:
-            sub = Subscriber(self, msg_type, topic,
+            sub = Subscriber(self, msg_type, topic, callback_group=self._input_group,
                              qos_profile=_qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth']))
-            sub.registerCallback(lambda _msg, n=name: self._on_input(n))
+            sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
         self._sync.registerCallback(self._on_synced)
         self._worker = LatestWorker(self._process, on_drop=lambda _f: self.stats.drop('stale'),
                                     on_error=self._on_worker_error)
         self._worker.start()
+        self._stage_log = StageLog(cfg['latency_log']) if cfg['latency_log'] else None
         self._active = True
         self.get_logger().info('active: subscribed to ' + ', '.join(self.resolve_topic_name(t) for _, _, t in specs))
         return SUCCESS
@@ -242,6 +255,9 @@ class StringPerceptionNode(LifecycleNode):
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+        if self._stage_log is not None:
+            self._stage_log.close()
+            self._stage_log = None
 
     def _release_outputs(self) -> None:
         if self._diag_timer is not None:
@@ -254,10 +270,13 @@ class StringPerceptionNode(LifecycleNode):
         self._tf_listener = self._tf_buffer = None
 
     # ------------------------------------------------------------------ frames
-    def _on_input(self, name: str) -> None:
-        """Executor thread, every input message: count it; a colour image while depth or camera_info is silent
-        counts as ``missing_<input>`` (the synchroniser cannot complete a frame without them)."""
+    def _on_input(self, name: str, msg=None) -> None:
+        """Executor thread, every input message: count it (a colour image's arrival time is kept for the latency
+        budget); a colour image while depth or camera_info is silent counts as ``missing_<input>`` (the
+        synchroniser cannot complete a frame without them)."""
         self.stats.count_input(name)
+        if name == 'image' and msg is not None:
+            self._arrivals.arrived(stamp_to_ns(msg.header.stamp), self.get_clock().now().nanoseconds)
         watch = self._watch
         if watch is None:
             return
@@ -273,6 +292,7 @@ class StringPerceptionNode(LifecycleNode):
         """Executor thread: header checks (a bad frame never replaces a good one waiting for the worker), then
         hand over; never blocks on the model."""
         from ..runtime.errors import InputError
+        synced_ns = self.get_clock().now().nanoseconds
         self.stats.count_synced()
         if not self._active or self._worker is None:
             return
@@ -290,7 +310,19 @@ class StringPerceptionNode(LifecycleNode):
             self.stats.warning(kind)
             self._warn(f'input warning ({kind})', 'stamps jumped back by more than stamp_reset_jump: taken as a '
                        'clock reset, frames are processed again')
-        self._worker.submit((image, depth, info))
+        stamp_ns = stamp_to_ns(image.header.stamp)
+        timing = FrameTiming(stamp_ns, self._arrivals.take(stamp_ns), synced_ns, self._now_ns)
+        self._worker.submit((image, depth, info, timing))
+
+    def _now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
+
+    def _wanted(self, output: str, cfg: Mapping[str, Any]) -> bool:
+        """Build this optional output? Not while nobody subscribes (``skip_unsubscribed_outputs``)."""
+        if not cfg['skip_unsubscribed_outputs'] or self._pubs[output].get_subscription_count() > 0:
+            return True
+        self.budget.skipped(output)
+        return False
 
     def _on_worker_error(self, exc: BaseException) -> None:
         self.stats.error('internal')
@@ -307,23 +339,28 @@ class StringPerceptionNode(LifecycleNode):
 
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
+        view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
         if self.cfg['image_transport'] == 'compressed':
             rgb, enc = self.bridge.compressed_imgmsg_to_cv2(image, 'rgb8'), 'rgb8'
+        elif view:
+            rgb, enc = imgmsg_to_array(image, copy=False), image.encoding
         else:
             rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
-        dep = self.bridge.imgmsg_to_cv2(depth, 'passthrough')
+        dep = imgmsg_to_array(depth, copy=False) if view else self.bridge.imgmsg_to_cv2(depth, 'passthrough')
         K, hw = camera_info_to_k(info)
         return rgb, enc, dep, depth.encoding, K, hw
 
     def _process(self, frame) -> None:
         """Worker thread: one synchronised frame -> published outputs (or a counted, logged failure)."""
         from ..runtime.errors import InferenceError, InputError
-        image, depth, info = frame
+        image, depth, info, timing = frame
+        timing.started()
         pipeline, cfg, pubs = self.pipeline, dict(self.cfg), self._pubs
         if pipeline is None or not self._active:
             return
         try:
-            rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
+            with timing.stage('decode'):
+                rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
             result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw)
         except InputError as e:
             self.stats.bad_input(e.kind)
@@ -342,26 +379,40 @@ class StringPerceptionNode(LifecycleNode):
             self.stats.warning(w)
             self._warn(f'input warning ({w})', 'frame processed without usable depth (every depth pixel is 0, NaN, '
                        'inf, negative or beyond max_depth_m)' if w == 'no_valid_depth' else 'frame processed')
+        for stage, ms in pipeline_stages(result.timings).items():     # preprocess, inference, postprocess, ...
+            timing.add(stage, ms)
         dets, header = result.detections, image.header
         debug = None
-        if cfg['publish_debug_image']:
-            debug = self._debug_image(rgb, enc, K, dets)
+        if cfg['publish_debug_image'] and self._wanted('debug_image', cfg):
+            with timing.stage('publish_debug_image'):
+                debug = self._debug_image(rgb, enc, K, dets)
         target = cfg['target_frame']
         if target and target != header.frame_id:
-            moved = self._to_target(dets, header, target, cfg['tf_timeout'])
+            with timing.stage('tf'):
+                moved = self._to_target(dets, header, target, cfg['tf_timeout'])
             if moved is None:
                 return
             dets, header = moved, copy_header(header, target)
-        pubs['detections'].publish(detections_to_msg(dets, header))
-        latency_ms = (self.get_clock().now().nanoseconds - stamp_to_ns(header.stamp)) / 1e6
-        if cfg['publish_markers']:
-            pubs['markers'].publish(self.markers.build(dets, header))
-        if cfg['publish_embedding']:
-            pubs['embedding'].publish(tensor_to_image(result.embedding, header))
-        if cfg['publish_tokens'] and result.tokens is not None:        # [N,D] -> 32FC1 N x D
-            pubs['tokens'].publish(tensor_to_image(result.tokens, header))
+        with timing.stage('publish_detections'):
+            pubs['detections'].publish(detections_to_msg(dets, header))
+        latency_ms = timing.mark('stamp_to_detections')
+        if cfg['publish_markers'] and self._wanted('markers', cfg):
+            with timing.stage('publish_markers'):
+                pubs['markers'].publish(self.markers.build(dets, header))
+        if cfg['publish_embedding'] and self._wanted('embedding', cfg):
+            with timing.stage('publish_embedding'):
+                pubs['embedding'].publish(tensor_to_image(result.embedding, header))
+        if cfg['publish_tokens'] and result.tokens is not None and self._wanted('tokens', cfg):   # [N,D] -> N x D
+            with timing.stage('publish_tokens'):
+                pubs['tokens'].publish(tensor_to_image(result.tokens, header))
         if debug is not None:
-            pubs['debug_image'].publish(self.bridge.cv2_to_imgmsg(debug, 'rgb8', header=copy_header(image.header)))
+            with timing.stage('publish_debug_image'):
+                pubs['debug_image'].publish(self.bridge.cv2_to_imgmsg(debug, 'rgb8',
+                                                                      header=copy_header(image.header)))
+        timing.mark('stamp_to_done')
+        self.budget.record(timing.ms)
+        if self._stage_log is not None:
+            self._stage_log.write(timing.stamp_ns, timing.ms)
         self.stats.frame_done(latency_ms, result.timings['inference_ms'])
 
     def _debug_image(self, rgb: np.ndarray, enc: str, K: np.ndarray, dets) -> np.ndarray:
@@ -399,6 +450,8 @@ class StringPerceptionNode(LifecycleNode):
         if pub is None or self.pipeline is None:
             return
         snap = self.stats.snapshot()
+        snap['stage'] = self.budget.diagnostic_values()          # stage.<name>.p50_ms / .p99_ms / .mean_ms / .count
+        snap['outputs_skipped'] = {o: self.budget.skips.get(o, 0) for o in OUTPUTS[1:]}
         from .sync import IMPLEMENTATION
         msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
                                provider=self.pipeline.provider, active=self._active,
@@ -408,10 +461,22 @@ class StringPerceptionNode(LifecycleNode):
 
 
 # ---------------------------------------------------------------------------------------------------- main
+def _make_executor(kind: str):
+    """The ``executor`` parameter -> an rclpy executor (the worker thread runs the model in every case)."""
+    if kind == 'events':
+        from rclpy.experimental import EventsExecutor
+        return EventsExecutor()
+    if kind == 'multi_threaded':
+        from rclpy.executors import MultiThreadedExecutor
+        return MultiThreadedExecutor(num_threads=2)
+    from rclpy.executors import SingleThreadedExecutor
+    return SingleThreadedExecutor()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``string_perception_node`` / ``python -m string_perception.ros.node``."""
     from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rclpy.executors import ExternalShutdownException
     rclpy.init(args=list(sys.argv if argv is None else argv))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     rc, node = 0, None
@@ -421,7 +486,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
         rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()
+    try:
+        executor = _make_executor(P.validate('executor', node.get_parameter('executor').value))
+    except ValueError as e:
+        print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 2
     executor.add_node(node)
     try:
         if node.get_parameter('autostart').value:
