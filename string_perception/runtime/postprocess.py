@@ -55,6 +55,23 @@ class Detections:
                    sizes=np.zeros((0, 3)), class_ids=np.zeros(0, np.int64), class_names=[], scores=np.zeros(0),
                    token_indices=np.zeros(0, np.int64), num_non_finite=num_non_finite, num_invalid=num_invalid)
 
+    @classmethod
+    def from_boxes(cls, translations, sizes, rotations=None, class_ids=None, scores=None,
+                   labels: Sequence[str] = ()) -> 'Detections':
+        """Detections from plain boxes (ground truth, synthetic sequences): ``translations[M,3]``, ``sizes[M,3]``,
+        ``rotations[M,3,3]`` (default identity), ``class_ids[M]`` (default 0), ``scores[M]`` (default 1),
+        ``labels`` names class ids (default: the id as text)."""
+        t = np.asarray(translations, np.float64).reshape(-1, 3)                 # [M,3]
+        m = t.shape[0]
+        R = np.broadcast_to(np.eye(3), (m, 3, 3)).copy() if rotations is None else \
+            np.asarray(rotations, np.float64).reshape(m, 3, 3)                   # [M,3,3]
+        cls_ids = np.zeros(m, np.int64) if class_ids is None else np.asarray(class_ids, np.int64).reshape(m)
+        return cls(translations=t, rotations=R, quaternions_xyzw=rotation_to_quaternion(R).reshape(-1, 4),
+                   sizes=np.asarray(sizes, np.float64).reshape(m, 3), class_ids=cls_ids,
+                   class_names=[labels[c] if c < len(labels) else str(c) for c in cls_ids],
+                   scores=np.ones(m) if scores is None else np.asarray(scores, np.float64).reshape(m),
+                   token_indices=np.arange(m, dtype=np.int64))
+
 
 def _as_output(x, name: str, last: int | None) -> np.ndarray:
     try:

@@ -28,9 +28,13 @@ class SceneTruth:
 
 
 def render_scene(seed: int, config: SceneConfig = _DEFAULT) -> SceneTruth:
-    cfg = config
     rng = np.random.default_rng(seed)
-    layout = sample_layout(rng, cfg)
+    layout = sample_layout(rng, config)
+    return render_layout_truth(layout, rng, config, seed)
+
+
+def render_layout_truth(layout: Layout, rng: np.random.Generator, cfg: SceneConfig, seed: int) -> SceneTruth:
+    """Render a given layout (camera-frame poses set) with sensor noise from ``rng`` into a frame and its truth."""
     render = render_layout(layout)
     rgb = shade(render, layout, rng, cfg)
     z = render.depth                                                     # [H,W]
