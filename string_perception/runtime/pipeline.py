@@ -1,10 +1,12 @@
 """The one code path shared by the ROS node, the offline bag evaluator and the demo:
-camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_detections`.
+camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_detections` -> :class:`Tracker`.
 
 >>> pipe = Pipeline('models/default.onnx', providers=('CUDAExecutionProvider', 'CPUExecutionProvider'))
 >>> result = pipe(rgb, depth, K)                      # rgb uint8 [h,w,3], depth uint16 mm | float32 m, K [3,3]
 >>> result.detections.translations, result.embedding, result.timings['inference_ms']
 >>> result.tokens                                      # float32 [N,D] when the model has a tokens output, else None
+>>> pipe = Pipeline(path, tracking=TrackerConfig())     # tracking on: stateful per stream
+>>> pipe(rgb, depth, K, stamp_s=t).tracks              # Tracks (ids, filtered boxes, velocities); reset_tracking()
 
 Errors: a bad frame raises :class:`InputError` (``kind`` for per-kind counters) and leaves the pipeline usable
 for the next frame; a frame with no valid depth is processed and reported in ``result.warnings``. Model faults
@@ -22,6 +24,7 @@ from .errors import InputError
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, _check_params, decode_detections
 from .preprocess import ModelInputs, prepare_inputs, stack_inputs, to_rgb
+from .tracking import Tracker, TrackerConfig, Tracks
 
 __all__ = ['Pipeline', 'PipelineResult']
 
@@ -39,17 +42,21 @@ class PipelineResult:
     crop_xywh: tuple[int, int, int, int] = (0, 0, 0, 0)   # crop of the source colour frame
     valid_depth_fraction: float = 1.0
     tokens: np.ndarray | None = None      # float32 [N,D] encoder tokens, when the model has that output
+    tracks: Tracks | None = None          # confirmed tracks after this frame, when tracking is on
 
 
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
-    max_depth_m=None, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many."""
+    max_depth_m=None, tracking=None, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order)."""
 
     def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,
                  nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
-                 max_depth_m: float | None = None, model: OnnxModel | None = None, **model_kwargs):
+                 max_depth_m: float | None = None, model: OnnxModel | None = None,
+                 tracking: TrackerConfig | None = None, **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
                         pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m)
+        self.tracker = Tracker(tracking) if tracking is not None else None
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
 
     @classmethod
@@ -73,6 +80,25 @@ class Pipeline:
                 raise ValueError(f'max_depth_m must be > 0 or None, got {max_depth_m}')
             new['max_depth_m'] = None if max_depth_m is None else float(max_depth_m)
         self._params = new
+
+    def reset_tracking(self) -> None:
+        """Start a new stream: forget every track (no-op without tracking)."""
+        if self.tracker is not None:
+            self.tracker.reset()
+
+    def _track(self, dets: Detections, stamp_s: float | None) -> tuple[Tracks | None, float]:
+        """(tracks, milliseconds spent) for one frame's detections."""
+        if self.tracker is None:
+            return None, 0.0
+        t0 = time.perf_counter()
+        tracks = self.tracker.update(dets, stamp_s)
+        return tracks, (time.perf_counter() - t0) * 1e3
+
+    def _timings(self, **stages: float) -> dict[str, float]:
+        """Per-stage milliseconds plus ``total_ms`` (``tracking_ms`` only when tracking is on)."""
+        if self.tracker is None:
+            stages.pop('tracking_ms', None)
+        return {**stages, 'total_ms': sum(stages.values())}
 
     @property
     def params(self) -> dict:
@@ -105,9 +131,10 @@ class Pipeline:
                                  max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'])
 
     def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
-                 intrinsics_hw=None) -> PipelineResult:
+                 intrinsics_hw=None, stamp_s: float | None = None) -> PipelineResult:
         """One frame: ``rgb`` ([h,w,3] in ``encoding``), ``depth`` (uint16 mm | float32 m), ``K`` [3,3]
-        (``intrinsics_hw``: CameraInfo (height, width), checked against the colour size when given)."""
+        (``intrinsics_hw``: CameraInfo (height, width), checked against the colour size when given; ``stamp_s``:
+        the image stamp in seconds, for the tracker's time step)."""
         t0 = time.perf_counter()
         inputs = self.preprocess(rgb, depth, K, encoding=encoding, depth_encoding=depth_encoding,
                                  intrinsics_hw=intrinsics_hw)
@@ -116,28 +143,31 @@ class Pipeline:
         t2 = time.perf_counter()
         dets = self._decode(outputs, 0)
         t3 = time.perf_counter()
+        tracks, track_ms = self._track(dets, stamp_s)
         return self._result(inputs, dets, outputs, 0,
-                            {'preprocess_ms': (t1 - t0) * 1e3, 'inference_ms': (t2 - t1) * 1e3,
-                             'postprocess_ms': (t3 - t2) * 1e3, 'total_ms': (t3 - t0) * 1e3})
+                            self._timings(preprocess_ms=(t1 - t0) * 1e3, inference_ms=(t2 - t1) * 1e3,
+                                          postprocess_ms=(t3 - t2) * 1e3, tracking_ms=track_ms), tracks)
 
     def _result(self, inputs: ModelInputs, dets: Detections, outputs: dict[str, np.ndarray], i: int,
-                timings) -> PipelineResult:
+                timings, tracks: Tracks | None = None) -> PipelineResult:
         """Frame `i` of a batch's `outputs` (copies, so a result never pins the batch's arrays)."""
         tokens = outputs.get(TOKENS_OUTPUT)
         return PipelineResult(detections=dets, embedding=np.array(outputs['embedding'][i], dtype=np.float32),  # [E]
                               timings=timings, input_hw=self.input_hw, warnings=inputs.warnings,
                               intrinsics=inputs.intrinsics[0].copy(), crop_xywh=inputs.crop_xywh,
                               valid_depth_fraction=inputs.valid_depth_fraction,
-                              tokens=None if tokens is None else np.array(tokens[i], dtype=np.float32))  # [N,D]
+                              tokens=None if tokens is None else np.array(tokens[i], dtype=np.float32),  # [N,D]
+                              tracks=tracks)
 
     # ------------------------------------------------------------------ many frames (evaluator)
-    def run_batch(self, frames: Iterable[Sequence], batch_size: int = 8,
-                  on_error: str = 'raise') -> list[PipelineResult | InputError]:
+    def run_batch(self, frames: Iterable[Sequence], batch_size: int = 8, on_error: str = 'raise',
+                  stamps: Sequence[float] | None = None) -> list[PipelineResult | InputError]:
         """Frames ``(rgb, depth, K)`` or ``(rgb, depth, K, encoding)`` -> one result per frame, in order.
 
         Frames are preprocessed one by one and run ``batch_size`` at a time (1 for a fixed-batch model); the
         results equal calling the pipeline on each frame. Timings are per frame (inference = batch time / B).
         ``on_error='raise'`` re-raises a frame's :class:`InputError`; ``'return'`` puts it in that frame's slot.
+        With tracking, frames are tracked in order (``stamps``: seconds per frame, else ``default_dt_s`` apart).
         """
         if on_error not in ('raise', 'return'):
             raise ValueError(f"on_error must be 'raise' or 'return', got {on_error!r}")
@@ -158,10 +188,11 @@ class Pipeline:
                 t2 = time.perf_counter()
                 dets = self._decode(outputs, j)
                 post_ms = (time.perf_counter() - t2) * 1e3
+                tracks, track_ms = self._track(dets, None if stamps is None else stamps[slot])
                 results[slot] = self._result(inputs, dets, outputs, j,
-                                             {'preprocess_ms': pre_ms, 'inference_ms': infer_ms,
-                                              'postprocess_ms': post_ms, 'total_ms': pre_ms + infer_ms + post_ms,
-                                              'batch_size': float(len(pending))})
+                                             {**self._timings(preprocess_ms=pre_ms, inference_ms=infer_ms,
+                                                              postprocess_ms=post_ms, tracking_ms=track_ms),
+                                              'batch_size': float(len(pending))}, tracks)
             pending.clear()
 
         for frame in frames:
