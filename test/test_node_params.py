@@ -13,9 +13,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_default_yaml_equals_declared_defaults():
     data = yaml.safe_load((REPO / 'config' / 'default.yaml').read_text())
-    assert list(data) == [P.NODE_NAME]
-    assert data[P.NODE_NAME]['ros__parameters'] == P.defaults()
-    assert yaml.safe_load(P.render_yaml())[P.NODE_NAME]['ros__parameters'] == P.defaults()
+    assert list(data) == ['/**']            # any node name / namespace (launch node_name:=..., multi-camera)
+    assert data['/**']['ros__parameters'] == P.defaults()
+    assert yaml.safe_load(P.render_yaml())['/**']['ros__parameters'] == P.defaults()
 
 
 def test_every_parameter_is_described_ranged_and_valid_by_default():

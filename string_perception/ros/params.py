@@ -250,7 +250,10 @@ def read_all(node) -> dict[str, Any]:
     return {p.name: node.get_parameter(p.name).value for p in PARAMS}
 
 
-def render_yaml(node_name: str = NODE_NAME) -> str:
+PARAMS_FILE_NODE = '/**'   # config/default.yaml applies to any node name / namespace (launch node_name:=...)
+
+
+def render_yaml(node_name: str = PARAMS_FILE_NODE) -> str:
     """``config/default.yaml``: the defaults in ROS params-file form, each with its description as a comment."""
     import json
     lines = ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
