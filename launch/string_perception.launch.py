@@ -1,57 +1,70 @@
-"""Launch the string_perception node (and optionally RViz) for one RGB-D camera.
+"""Launch the string_perception node (a lifecycle node) and optionally RViz for one RGB-D camera.
 
-    ros2 launch string_perception string_perception.launch.py camera:=/camera model_path:=/path/model.onnx
+    ros2 launch string_perception string_perception.launch.py                       # realsense2_camera defaults
+    ros2 launch string_perception string_perception.launch.py driver:=zed use_rviz:=true
+    ros2 launch string_perception string_perception.launch.py camera:=/camera depth:=/camera/depth/image_raw
 
-Arguments: ``camera`` (namespace of the camera driver: topics <camera>/color/image_raw, <camera>/depth/image_raw,
-<camera>/color/camera_info; override each with ``image``, ``depth``, ``camera_info``), ``model_path`` (empty:
-the shipped model), ``config`` (parameters file, default config/default.yaml), ``use_rviz``, ``fastdds_profile``
-(Fast DDS XML profile; default: $FASTDDS_DEFAULT_PROFILES_FILE if set, else the shipped loopback profile
-config/fastdds_loopback.xml; set it to your own profile for multi-machine set-ups). Declarative only: no work
-happens while the description is built.
+Inputs: ``driver`` (realsense | zed | depthai | orbbec: the driver's topic layout, see
+``string_perception/ros/launch_setup.DRIVERS`` and the README's table), ``camera`` (the driver's namespace; empty =
+the driver's default), ``image`` / ``depth`` / ``camera_info`` (full topic names; empty = from driver + camera).
+Node: ``namespace``, ``node_name``, ``model_path`` (empty: the shipped model), ``config`` (parameters file),
+``autostart`` (the node's parameter: configure + activate at start; false leaves it unconfigured for a lifecycle
+manager), ``use_sim_time``, ``log_level``. RViz: ``use_rviz``, ``rviz_config`` (template), ``fixed_frame``
+(empty: the driver's colour optical frame); its topics follow ``namespace``/``node_name``.
+DDS: the system's set-up by default (RMW, profiles, discovery range as the environment has them), so drivers and
+RViz on other hosts or containers are reached. ``loopback_only:=true`` sets the shipped loopback-only Fast DDS
+profile (``fastdds_profile``), as tests and the demo use.
+
+Declarative only: the node and RViz actions are computed when the launch runs (``OpaqueFunction``).
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
 from launch.conditions import IfCondition
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration, PathJoinSubstitution
-from launch_ros.actions import Node
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
+
+from string_perception.ros.launch_setup import DEFAULT_DRIVER, DRIVERS, single_camera_actions
 
 PACKAGE = 'string_perception'
 
 
 def generate_launch_description() -> LaunchDescription:
     share = FindPackageShare(PACKAGE)
-    camera = LaunchConfiguration('camera')
+    loopback = IfCondition(LaunchConfiguration('loopback_only'))
     args = [
-        DeclareLaunchArgument('camera', default_value='/camera', description='camera driver namespace'),
-        DeclareLaunchArgument('image', default_value=[camera, '/color/image_raw'], description='colour topic'),
-        DeclareLaunchArgument('depth', default_value=[camera, '/depth/image_raw'],
-                              description='depth topic, registered to colour'),
-        DeclareLaunchArgument('camera_info', default_value=[camera, '/color/camera_info'],
-                              description='CameraInfo of the colour image'),
+        DeclareLaunchArgument('driver', default_value=DEFAULT_DRIVER, choices=list(DRIVERS),
+                              description='camera driver whose topic layout to use'),
+        DeclareLaunchArgument('camera', default_value='', description="driver namespace (empty: the driver's)"),
+        DeclareLaunchArgument('image', default_value='', description='colour topic (empty: from driver)'),
+        DeclareLaunchArgument('depth', default_value='', description='depth topic registered to colour'),
+        DeclareLaunchArgument('camera_info', default_value='', description='CameraInfo of the colour image'),
+        DeclareLaunchArgument('namespace', default_value='', description='node namespace'),
+        DeclareLaunchArgument('node_name', default_value=PACKAGE, description='node name'),
         DeclareLaunchArgument('model_path', default_value='', description='ONNX model; empty = the shipped model'),
         DeclareLaunchArgument('config', default_value=PathJoinSubstitution([share, 'config', 'default.yaml']),
                               description='node parameters file'),
-        DeclareLaunchArgument('use_rviz', default_value='false', description='start RViz with the shipped config'),
+        DeclareLaunchArgument('autostart', default_value='true', choices=['true', 'false'],
+                              description='configure and activate at start (false: wait for lifecycle transitions)'),
+        DeclareLaunchArgument('use_sim_time', default_value='false', choices=['true', 'false']),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              choices=['debug', 'info', 'warn', 'error', 'fatal']),
+        DeclareLaunchArgument('use_rviz', default_value='false', choices=['true', 'false'],
+                              description='start RViz showing this node'),
         DeclareLaunchArgument('rviz_config',
                               default_value=PathJoinSubstitution([share, 'config', 'string_perception.rviz'])),
-        DeclareLaunchArgument('fastdds_profile', default_value=EnvironmentVariable(
-            'FASTDDS_DEFAULT_PROFILES_FILE',
-            default_value=PathJoinSubstitution([share, 'config', 'fastdds_loopback.xml'])),
-            description='Fast DDS XML profile (default: the shipped loopback profile)'),
+        DeclareLaunchArgument('fixed_frame', default_value='', description="RViz fixed frame (empty: the driver's "
+                                                                           'colour optical frame)'),
+        DeclareLaunchArgument('loopback_only', default_value='false', choices=['true', 'false'],
+                              description='keep DDS traffic on this host (the shipped Fast DDS profile)'),
+        DeclareLaunchArgument('fastdds_profile',
+                              default_value=PathJoinSubstitution([share, 'config', 'fastdds_loopback.xml']),
+                              description='Fast DDS profile set when loopback_only is true'),
     ]
-    node = Node(
-        package=PACKAGE, executable='string_perception_node', name='string_perception', output='screen',
-        parameters=[LaunchConfiguration('config'), {'model_path': LaunchConfiguration('model_path')}],
-        remappings=[('image', LaunchConfiguration('image')), ('depth', LaunchConfiguration('depth')),
-                    ('camera_info', LaunchConfiguration('camera_info'))])
-    rviz = Node(package='rviz2', executable='rviz2', name='rviz2', output='log',
-                arguments=['-d', LaunchConfiguration('rviz_config')],
-                condition=IfCondition(LaunchConfiguration('use_rviz')))
     return LaunchDescription([
         *args,
-        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile')),
-        SetEnvironmentVariable('RMW_IMPLEMENTATION', EnvironmentVariable('RMW_IMPLEMENTATION',
-                                                                         default_value='rmw_fastrtps_cpp')),
-        node, rviz,
+        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
+        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
+                               condition=loopback),
+        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        OpaqueFunction(function=single_camera_actions),
     ])

@@ -1,8 +1,10 @@
-"""What launch/string_perception.launch.py and config/string_perception.rviz reference exists.
+"""What launch/string_perception.launch.py and launch/multi_camera.launch.py start, and the RViz config.
 
-The ``launch`` / ``launch_ros`` packages are not on PyPI, so the launch file is run against small recording
-stand-ins: every action and substitution records its arguments, ``FindPackageShare`` resolves to this
-checkout, and the test checks the files, executable, node name, parameters and topics those records name.
+The ``launch`` / ``launch_ros`` packages are not on PyPI, so the launch files run against small recording
+stand-ins: every action and substitution records its arguments, ``FindPackageShare`` resolves to this checkout.
+The launch-time part (``OpaqueFunction``) is then called with a context holding the launch configurations (the
+declared defaults, resolved, plus the test's overrides), as ``ros2 launch`` would, and the test checks the
+lifecycle nodes, names, parameters, remappings, DDS environment and RViz config those records name.
 """
 import importlib.util
 import re
@@ -13,11 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from string_perception.ros import launch_setup as LS
 from string_perception.ros import params as P
 from string_perception.ros.markers import BOX_NS, TEXT_NS
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = REPO / 'launch' / 'string_perception.launch.py'
+MULTI = REPO / 'launch' / 'multi_camera.launch.py'
 RVIZ = REPO / 'config' / 'string_perception.rviz'
 
 
@@ -32,20 +36,19 @@ def _stub_classes(names):
     return {n: type(n, (Rec,), {}) for n in names}
 
 
-@pytest.fixture()
-def description(monkeypatch):
+def _load(monkeypatch, path):
     mods = {
         'launch': {'LaunchDescription': Rec},
-        'launch.actions': _stub_classes(['DeclareLaunchArgument', 'SetEnvironmentVariable']),
+        'launch.actions': _stub_classes(['DeclareLaunchArgument', 'SetEnvironmentVariable', 'OpaqueFunction']),
         'launch.conditions': _stub_classes(['IfCondition']),
         'launch.substitutions': _stub_classes(['EnvironmentVariable', 'LaunchConfiguration',
                                                'PathJoinSubstitution']),
-        'launch_ros': {}, 'launch_ros.actions': _stub_classes(['Node']),
+        'launch_ros': {}, 'launch_ros.actions': _stub_classes(['Node', 'LifecycleNode']),
         'launch_ros.substitutions': _stub_classes(['FindPackageShare']),
     }
     for name, attrs in mods.items():
         monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(**attrs))
-    spec = importlib.util.spec_from_file_location('sp_launch_under_test', LAUNCH)
+    spec = importlib.util.spec_from_file_location(f'sp_launch_under_test_{path.stem}', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.generate_launch_description().args[0]
@@ -61,53 +64,135 @@ def _resolve(sub):
     return REPO.joinpath(*parts[1:])
 
 
-def _walk(obj):
-    yield obj
-    if isinstance(obj, Rec):
-        for v in list(obj.args) + list(obj.kwargs.values()):
-            yield from _walk(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _walk(v)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _walk(v)
+def _declared(description):
+    return {a.args[0]: a for a in description if type(a).__name__ == 'DeclareLaunchArgument'}
 
 
-def test_every_share_file_the_launch_file_names_exists(description):
-    paths = [p for p in map(_resolve, _walk(description)) if p is not None]
-    names = sorted(p.name for p in paths)
+def _run(description, **overrides):
+    """Call the launch file's OpaqueFunction as ``ros2 launch`` would; returns the actions it creates."""
+    cfg = {}
+    for name, arg in _declared(description).items():
+        default = arg.kwargs['default_value']
+        cfg[name] = str(_resolve(default)) if _resolve(default) is not None else default
+        if 'choices' in arg.kwargs:
+            assert cfg[name] in arg.kwargs['choices'], name
+    for name, value in overrides.items():
+        assert name in cfg, f'{name} is not a launch argument'
+        cfg[name] = value
+    opaque = next(a for a in description if type(a).__name__ == 'OpaqueFunction')
+    return opaque.kwargs['function'](types.SimpleNamespace(launch_configurations=cfg))
+
+
+def _nodes(actions, package='string_perception'):
+    return [a for a in actions if a.kwargs['package'] == package]
+
+
+@pytest.fixture()
+def description(monkeypatch):
+    return _load(monkeypatch, LAUNCH)
+
+
+@pytest.fixture()
+def multi(monkeypatch):
+    return _load(monkeypatch, MULTI)
+
+
+def test_every_share_file_the_launch_files_name_exists(description, multi):
+    for desc in (description, multi):
+        paths = [_resolve(a.kwargs['default_value']) for a in _declared(desc).values()]
+        for p in filter(None, paths):
+            assert p.is_file(), p
+    names = sorted(p.name for p in filter(None, (_resolve(a.kwargs['default_value'])
+                                                 for a in _declared(description).values())))
     assert names == ['default.yaml', 'fastdds_loopback.xml', 'string_perception.rviz']
-    for p in paths:
-        assert p.is_file(), p
 
 
-def test_node_executable_name_remaps_and_parameters(description):
-    nodes = [a for a in description if type(a).__name__ == 'Node']
-    node = next(n for n in nodes if n.kwargs['package'] == 'string_perception')
+def test_default_launch_starts_one_lifecycle_node_with_realsense_topics(description):
+    assert {'namespace', 'node_name', 'use_sim_time', 'autostart', 'log_level', 'loopback_only', 'driver',
+            'camera', 'image', 'depth', 'camera_info', 'model_path', 'config', 'use_rviz'} <= set(_declared(description))
+    actions = _run(description)
+    assert [type(a).__name__ for a in actions] == ['LifecycleNode']           # no RViz by default
+    node = actions[0].kwargs
     scripts = re.findall(r"'([\w-]+) = ([\w.]+):main'", (REPO / 'setup.py').read_text())
-    assert (node.kwargs['executable'], 'string_perception.ros.node') in scripts
-    assert node.kwargs['name'] == P.NODE_NAME
-    assert re.search(r'<name>string_perception</name>', (REPO / 'package.xml').read_text())
-    assert sorted(src for src, _ in node.kwargs['remappings']) == sorted(P.INPUTS)
-    overrides = [p for p in node.kwargs['parameters'] if isinstance(p, dict)]
-    assert all(k in P.SPECS for d in overrides for k in d)
-    declared = {a.args[0] for a in description if type(a).__name__ == 'DeclareLaunchArgument'}
-    used = {s.args[0] for s in _walk(description) if type(s).__name__ == 'LaunchConfiguration'}
-    assert used <= declared, used - declared
-    assert {'camera', 'model_path', 'config', 'use_rviz', 'fastdds_profile'} <= declared
-    rviz = next(n for n in nodes if n.kwargs['package'] == 'rviz2')
-    assert type(rviz.kwargs['condition']).__name__ == 'IfCondition'
+    assert (node['executable'], 'string_perception.ros.node') in scripts
+    assert node['name'] == P.NODE_NAME and node['namespace'] == ''
+    assert dict(node['remappings']) == {'image': '/camera/camera/color/image_raw',
+                                        'depth': '/camera/camera/aligned_depth_to_color/image_raw',
+                                        'camera_info': '/camera/camera/color/camera_info'}
+    params_file, overrides = node['parameters']
+    assert Path(params_file) == REPO / 'config' / 'default.yaml'
+    assert overrides == {'model_path': '', 'autostart': True, 'use_sim_time': False}
+    assert all(k in P.SPECS or k == 'use_sim_time' for k in overrides)
+    assert node['arguments'] == ['--ros-args', '--log-level', 'info']
 
 
-def test_fastdds_profile_is_set_unless_overridden(description):
-    env = {a.args[0]: a.args[1] for a in description if type(a).__name__ == 'SetEnvironmentVariable'}
-    assert env['FASTDDS_DEFAULT_PROFILES_FILE'].args == ('fastdds_profile',)
-    arg = next(a for a in description if type(a).__name__ == 'DeclareLaunchArgument'
-               and a.args[0] == 'fastdds_profile')
-    default = arg.kwargs['default_value']          # $FASTDDS_DEFAULT_PROFILES_FILE, else the shipped profile
-    assert default.args[0] == 'FASTDDS_DEFAULT_PROFILES_FILE'
-    assert _resolve(default.kwargs['default_value']) == REPO / 'config' / 'fastdds_loopback.xml'
+def test_launch_arguments_reach_the_node(description):
+    node = _run(description, namespace='/cell', node_name='left', autostart='false', use_sim_time='true',
+                log_level='debug', driver='zed', camera='/zed2i/zed_node', model_path='/m.onnx')[0].kwargs
+    assert (node['namespace'], node['name']) == ('/cell', 'left')
+    assert node['parameters'][1] == {'model_path': '/m.onnx', 'autostart': False, 'use_sim_time': True}
+    assert node['arguments'][-1] == 'debug'
+    assert dict(node['remappings']) == {'image': '/zed2i/zed_node/rgb/image_rect_color',
+                                        'depth': '/zed2i/zed_node/depth/depth_registered',
+                                        'camera_info': '/zed2i/zed_node/rgb/camera_info'}
+    explicit = _run(description, depth='/my/depth')[0].kwargs
+    assert dict(explicit['remappings'])['depth'] == '/my/depth'
+    with pytest.raises(ValueError, match='autostart'):
+        _run(description, autostart='maybe')
+
+
+@pytest.mark.parametrize('driver', sorted(LS.DRIVERS))
+def test_every_driver_preset_gives_three_distinct_absolute_topics(driver):
+    t = LS.camera_topics(driver)
+    topics = [t['image'], t['depth'], t['camera_info']]
+    assert len(set(topics)) == 3 and all(x.startswith('/') and '//' not in x for x in topics)
+    assert t['frame'].endswith('optical_frame')
+    assert LS.camera_topics(driver, '/cam_a')['image'].startswith('/cam_a/')
+
+
+def test_loopback_profile_only_when_asked(description, multi):
+    for desc in (description, multi):
+        env = {a.args[0]: a for a in desc if type(a).__name__ == 'SetEnvironmentVariable'}
+        assert set(env) == {'FASTDDS_DEFAULT_PROFILES_FILE', 'RMW_IMPLEMENTATION', 'ROS_AUTOMATIC_DISCOVERY_RANGE'}
+        for action in env.values():                    # every DDS setting is conditional on loopback_only
+            cond = action.kwargs['condition']
+            assert type(cond).__name__ == 'IfCondition' and cond.args[0].args == ('loopback_only',)
+        assert env['FASTDDS_DEFAULT_PROFILES_FILE'].args[1].args == ('fastdds_profile',)
+        arg = _declared(desc)
+        assert arg['loopback_only'].kwargs['default_value'] == 'false'
+        assert _resolve(arg['fastdds_profile'].kwargs['default_value']) == REPO / 'config' / 'fastdds_loopback.xml'
+
+
+def test_multi_camera_launch_one_node_per_aloha_camera(multi):
+    nodes = _nodes(_run(multi))
+    assert [type(n).__name__ for n in nodes] == ['LifecycleNode'] * 3
+    names = [n.kwargs['name'] for n in nodes]
+    assert names == [f'{P.NODE_NAME}_{c}' for c in LS.ALOHA_CAMERAS]
+    images = [dict(n.kwargs['remappings'])['image'] for n in nodes]
+    assert images == [f'/{c}/color/image_raw' for c in LS.ALOHA_CAMERAS]
+    outputs = {LS.node_fqn(n.kwargs['namespace'], n.kwargs['name']) + '/detections' for n in nodes}
+    assert len(outputs) == 3                           # ~/detections of each node is its own topic
+    two = _nodes(_run(multi, cameras='a, b', namespace='cell', driver='depthai'))
+    assert [LS.node_fqn(n.kwargs['namespace'], n.kwargs['name']) for n in two] == \
+        ['/cell/string_perception_a', '/cell/string_perception_b']
+    assert dict(two[1].kwargs['remappings'])['depth'] == '/b/stereo/image_raw'
+    with pytest.raises(ValueError, match='distinct'):
+        _run(multi, cameras='a,a')
+
+
+def test_rviz_follows_namespace_node_name_and_frame(description):
+    actions = _run(description, use_rviz='true', namespace='cell', node_name='left', driver='orbbec')
+    rviz = next(a for a in actions if a.kwargs['package'] == 'rviz2')
+    cfg = yaml.safe_load(Path(rviz.kwargs['arguments'][1]).read_text())
+    manager = cfg['Visualization Manager']
+    displays = {d['Name']: d for d in manager['Displays']}
+    assert manager['Global Options']['Fixed Frame'] == 'camera_color_optical_frame'
+    assert displays['Detections']['Topic']['Value'] == '/cell/left/markers'
+    assert displays['Debug image']['Topic']['Value'] == '/cell/left/debug_image'
+    assert displays['Camera image']['Topic']['Value'] == '/camera/color/image_raw'
+    framed = _run(description, use_rviz='true', fixed_frame='base_link')[1]
+    assert yaml.safe_load(Path(framed.kwargs['arguments'][1]).read_text())[
+        'Visualization Manager']['Global Options']['Fixed Frame'] == 'base_link'
 
 
 def test_setup_installs_launch_and_config_files():

@@ -1,0 +1,47 @@
+"""One string_perception node per camera (e.g. the ALOHA cell's cam_high, cam_left_wrist, cam_right_wrist).
+
+    ros2 launch string_perception multi_camera.launch.py
+    ros2 launch string_perception multi_camera.launch.py cameras:=cam_high,cam_left_wrist driver:=realsense
+
+Camera ``c`` is read from ``/<c>/...`` in the ``driver``'s layout (see string_perception.launch.py); its node is
+``<node_name>_<c>`` (in ``namespace``), so outputs are distinct: ``/string_perception_cam_high/detections``, ...
+``model_path``, ``config``, ``autostart``, ``use_sim_time``, ``log_level`` and ``loopback_only`` apply to every node.
+"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.substitutions import FindPackageShare
+
+from string_perception.ros.launch_setup import ALOHA_CAMERAS, DEFAULT_DRIVER, DRIVERS, multi_camera_actions
+
+PACKAGE = 'string_perception'
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(PACKAGE)
+    loopback = IfCondition(LaunchConfiguration('loopback_only'))
+    args = [
+        DeclareLaunchArgument('cameras', default_value=','.join(ALOHA_CAMERAS),
+                              description='comma-separated camera namespaces, one node each'),
+        DeclareLaunchArgument('driver', default_value=DEFAULT_DRIVER, choices=list(DRIVERS)),
+        DeclareLaunchArgument('namespace', default_value=''),
+        DeclareLaunchArgument('node_name', default_value=PACKAGE, description='prefix of the node names'),
+        DeclareLaunchArgument('model_path', default_value=''),
+        DeclareLaunchArgument('config', default_value=PathJoinSubstitution([share, 'config', 'default.yaml'])),
+        DeclareLaunchArgument('autostart', default_value='true', choices=['true', 'false']),
+        DeclareLaunchArgument('use_sim_time', default_value='false', choices=['true', 'false']),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              choices=['debug', 'info', 'warn', 'error', 'fatal']),
+        DeclareLaunchArgument('loopback_only', default_value='false', choices=['true', 'false']),
+        DeclareLaunchArgument('fastdds_profile',
+                              default_value=PathJoinSubstitution([share, 'config', 'fastdds_loopback.xml'])),
+    ]
+    return LaunchDescription([
+        *args,
+        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
+        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
+                               condition=loopback),
+        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        OpaqueFunction(function=multi_camera_actions),
+    ])
