@@ -1,7 +1,8 @@
 """Pipeline results <-> ROS messages, without a node: testable with the message packages alone (no rclpy context).
 
 - :func:`detections_to_msg`: ``Detections`` -> vision_msgs/Detection3DArray (bbox centre pose in metres,
-  quaternion x, y, z, w; size = full edge lengths; one result per box: class_id = label string, score in [0, 1]);
+  quaternion x, y, z, w; size = full edge lengths; id = track id or empty; one result per box: class_id = label
+  string, score in [0, 1]);
   :func:`detections_from_msg` is the inverse used by listeners, the demo and the tests.
 - :func:`label_info_msg`: class names as vision_msgs/LabelInfo (class_id = index into the model's labels).
 - :func:`tensor_to_image` / :func:`image_to_tensor`: the policy embedding ([D] -> 32FC1 Image, height 1,
@@ -39,15 +40,17 @@ def copy_header(header: Any, frame_id: str | None = None):
     return out
 
 
-def detections_to_msg(dets: Detections, header: Any):
-    """vision_msgs/Detection3DArray for one frame; every Detection3D carries the same header."""
+def detections_to_msg(dets: Detections, header: Any, ids: Sequence[int] | None = None):
+    """vision_msgs/Detection3DArray for one frame; every Detection3D carries the same header. ``ids[M]``: the
+    track id of each detection (``Tracks.detection_ids``), -1 or None = none yet: ``Detection3D.id`` is then
+    empty, as vision_msgs allows (an id names one object across messages, never a rank in the frame)."""
     from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
     arr = Detection3DArray()
     arr.header = copy_header(header)
     for i in range(len(dets)):
         det = Detection3D()
         det.header = copy_header(header)
-        det.id = str(i)
+        det.id = str(int(ids[i])) if ids is not None and ids[i] >= 0 else ''
         c = det.bbox.center
         c.position.x, c.position.y, c.position.z = (float(v) for v in dets.translations[i])
         q = dets.quaternions_xyzw[i]
