@@ -154,11 +154,12 @@ class StringPerceptionNode(LifecycleNode):
     def on_configure(self, state) -> TransitionCallbackReturn:
         from ..runtime import Pipeline
         from ..runtime.errors import ModelLoadError
+        from ..runtime.onnx_runner import usable_providers
         log = self.get_logger()
         try:
             cfg = P.validate_all(P.read_all(self))
             path = self._model_path(cfg['model_path'])
-            self.pipeline = Pipeline(path, providers=tuple(cfg['providers']),
+            self.pipeline = Pipeline(path, **P.model_options(cfg, usable_providers),
                                      intra_op_threads=cfg['intra_op_threads'] or None,
                                      intra_op_spinning=cfg['intra_op_spinning'])
             self._apply_live(cfg)

@@ -11,17 +11,21 @@ Nothing here imports rclpy at module level, so the rules are testable without RO
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = ['ParamSpec', 'PARAMS', 'SPECS', 'NODE_NAME', 'defaults', 'validate', 'validate_all', 'check_updates',
-           'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'effective_score_threshold',
+           'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'effective_score_threshold', 'trt_cache_dir',
+           'AUTO_PROVIDERS', 'model_options',
            'DEFAULT_SCORE_THRESHOLD']
 
 NODE_NAME = 'string_perception'
 PROVIDER_NAMES = ('TensorrtExecutionProvider', 'CUDAExecutionProvider', 'CPUExecutionProvider')
 RELIABILITY = ('best_effort', 'reliable')
 INPUTS = ('image', 'depth', 'camera_info')
+AUTO_PROVIDERS = 'auto'   # providers: [auto] = what this host can run (runtime.onnx_runner.usable_providers)
 DEFAULT_SCORE_THRESHOLD = 0.3   # when score_threshold is -1 and the model's metadata recommends none
 
 
@@ -58,8 +62,15 @@ PARAMS: tuple[ParamSpec, ...] = (
               'configure and activate at start-up (false: wait for lifecycle transitions)'),
     ParamSpec('model_path', 'string', '',
               'ONNX model file (docs/ARCHITECTURE.md contract); empty = the shipped models/vitd_tiny_cayley.onnx'),
-    ParamSpec('providers', 'string_array', list(PROVIDER_NAMES),
-              'ONNX Runtime execution providers, best first (CPU is always the last resort)', choices=PROVIDER_NAMES),
+    ParamSpec('providers', 'string_array', [AUTO_PROVIDERS],
+              "ONNX Runtime execution providers, best first (CPU is always the last resort); [auto] = those this "
+              'host can run (TensorRT, CUDA only when onnxruntime lists them and their libraries load), so a '
+              'CPU-only host never attempts a TensorRT session', choices=(AUTO_PROVIDERS, *PROVIDER_NAMES)),
+    ParamSpec('device_id', 'int', 0, 'GPU index for the CUDA and TensorRT providers', 0, 64),
+    ParamSpec('trt_engine_cache_path', 'string', '',
+              'folder where TensorRT keeps built engines, so only the first configure builds them; empty = '
+              '$XDG_CACHE_HOME/string_perception/tensorrt (~/.cache/...)'),
+    ParamSpec('trt_fp16', 'bool', False, 'let TensorRT use FP16 kernels (model inputs/outputs stay as exported)'),
     ParamSpec('intra_op_threads', 'int', 0,
               'ONNX Runtime intra-op threads; 0 = its default (one per core). On a small CPU host shared with DDS, '
               'fewer threads leave a core for transport (benchmarks/node_latency.py)', 0, 256),
@@ -94,6 +105,32 @@ PARAMS: tuple[ParamSpec, ...] = (
               'publish ~/tokens (32FC1 Image, N x D) when the model has a tokens output '
               '(string-perception-export --tokens)', live=True),
     ParamSpec('publish_debug_image', 'bool', False, 'publish ~/debug_image (rgb8, boxes projected)', live=True),
+    ParamSpec('tracking', 'bool', True,
+              'track objects across frames (runtime/tracking.py): Detection3D.id = track id, ~/tracks, '
+              '~/track_velocities, markers per track; false = per-frame detections with empty ids'),
+    ParamSpec('track_birth_hits', 'int', 3, 'consecutive detections before a track is confirmed and gets an id',
+              1, 100),
+    ParamSpec('track_death_misses', 'int', 3,
+              'a confirmed track is published (coasting on its prediction) until this many consecutive misses',
+              1, 1000),
+    ParamSpec('track_max_gap', 'int', 15,
+              'missed frames a lost track keeps its id: a detection matched within this gap resumes it '
+              '(>= track_death_misses)', 1, 10000),
+    ParamSpec('track_association', 'string', 'distance',
+              'association cost: distance (centre distance, gate track_max_distance) or iou (3D IoU, gate '
+              'track_min_iou)', choices=('distance', 'iou')),
+    ParamSpec('track_max_distance', 'double', 0.1,
+              'metres between a track\'s predicted centre and a detection beyond which they never match', 0.001, 10.0),
+    ParamSpec('track_min_iou', 'double', 0.1, '3D IoU below which a track and a detection never match (iou)',
+              0.01, 1.0),
+    ParamSpec('track_max_tracks', 'int', 100, 'at most this many live tracks (bounds the tracking cost per frame)',
+              1, 10000),
+    ParamSpec('publish_tf', 'bool', False,
+              'broadcast each published track on /tf as frame <tf_prefix><id>, parent = the detections\' frame, at '
+              'the image stamp (tf2_ros, else a tf2_msgs/TFMessage publisher)', live=True),
+    ParamSpec('tf_prefix', 'string', 'object_',
+              'child frame prefix of the object frames (one per node: e.g. cam_left/object_ with several cameras)',
+              live=True),
     ParamSpec('target_frame', 'string', '',
               'frame for the output boxes; empty = the colour image frame (other frames need tf2_ros)', live=True),
     ParamSpec('tf_timeout', 'double', 0.05, 'seconds to wait for the transform at the image stamp', 0.0, 10.0,
@@ -137,6 +174,23 @@ def tf2_available() -> bool:
     return True
 
 
+def trt_cache_dir(value: str) -> Path:
+    """The TensorRT engine cache folder for ``trt_engine_cache_path`` (empty: the per-user cache folder)."""
+    if value:
+        return Path(value).expanduser()
+    base = os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache'
+    return Path(base) / 'string_perception' / 'tensorrt'
+
+
+def model_options(cfg: Mapping[str, Any], auto_providers: Callable[[], Sequence[str]]) -> dict[str, Any]:
+    """``OnnxModel`` keyword arguments from validated parameters: providers (``[auto]`` -> ``auto_providers()``),
+    ``device_id``, ``trt_fp16`` and, only when TensorRT is requested, the engine cache folder."""
+    providers = tuple(auto_providers()) if list(cfg['providers']) == [AUTO_PROVIDERS] else tuple(cfg['providers'])
+    trt = PROVIDER_NAMES[0] in providers
+    return {'providers': providers, 'device_id': int(cfg['device_id']), 'trt_fp16': bool(cfg['trt_fp16']),
+            'trt_engine_cache_path': trt_cache_dir(cfg['trt_engine_cache_path']) if trt else None}
+
+
 def effective_score_threshold(value: float, metadata: Any = None) -> float:
     """The threshold the node uses: ``value`` if >= 0, else the model's recommended ``score_threshold``
     (metadata key, when the exporter wrote one), else :data:`DEFAULT_SCORE_THRESHOLD`."""
@@ -144,6 +198,18 @@ def effective_score_threshold(value: float, metadata: Any = None) -> float:
         return float(value)
     recommended = getattr(metadata, 'score_threshold', None)
     return float(recommended) if recommended is not None else DEFAULT_SCORE_THRESHOLD
+
+
+def tracker_config(cfg: Mapping[str, Any]):
+    """The ``runtime.tracking.TrackerConfig`` of validated parameters, or None with ``tracking`` off
+    (``ValueError`` when they disagree, e.g. track_max_gap < track_death_misses)."""
+    if not cfg['tracking']:
+        return None
+    from ..runtime.tracking import TrackerConfig
+    return TrackerConfig(birth_hits=cfg['track_birth_hits'], death_misses=cfg['track_death_misses'],
+                         max_gap=cfg['track_max_gap'], association=cfg['track_association'],
+                         max_distance_m=cfg['track_max_distance'], min_iou=cfg['track_min_iou'],
+                         max_tracks=cfg['track_max_tracks'])
 
 
 def validate(name: str, value: Any, *, tf2: bool | None = None) -> Any:
@@ -187,6 +253,8 @@ def _extra_rules(name: str, value: Any, tf2: bool | None) -> Any:
             raise ValueError('providers must name at least one execution provider')
         if len(set(value)) != len(value):
             raise ValueError(f'providers lists a provider twice: {value}')
+        if AUTO_PROVIDERS in value and len(value) > 1:
+            raise ValueError(f'providers: {AUTO_PROVIDERS!r} stands alone (got {value})')
     if name == 'target_frame' and value:
         if tf2 is None:
             tf2 = tf2_available()

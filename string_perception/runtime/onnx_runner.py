@@ -43,7 +43,7 @@ from .checksum import weights_sha256
 from .errors import InferenceError, MetadataError, ModelLoadError
 from .model_metadata import ModelMetadata
 
-__all__ = ['OnnxModel', 'DEFAULT_PROVIDERS', 'INPUT_SPEC', 'OUTPUT_NAMES', 'TOKENS_OUTPUT', 'normalize_provider_name',
+__all__ = ['OnnxModel', 'DEFAULT_PROVIDERS', 'usable_providers', 'INPUT_SPEC', 'OUTPUT_NAMES', 'TOKENS_OUTPUT', 'normalize_provider_name',
            'LOGGER_NAME']
 
 LOGGER_NAME = 'string_perception.runtime'
@@ -97,6 +97,16 @@ def _probe_provider_library(provider: str) -> str | None:
     except OSError as e:
         return str(e).replace(str(lib) + ': ', '').strip()
     return None
+
+
+def usable_providers(candidates: Sequence[str] = DEFAULT_PROVIDERS) -> tuple[str, ...]:
+    """The ``candidates`` this machine can run, best first, CPU always last: a GPU provider only when this
+    onnxruntime build lists it and its shared library loads (the cached probe above). The cheap check behind
+    the node's ``providers: [auto]``: a CPU-only host never attempts a TensorRT session nor logs a warning."""
+    available = set(ort.get_available_providers())
+    gpu = [p for p in map(normalize_provider_name, candidates)
+           if p != CPU and p in available and _probe_provider_library(p) is None]
+    return (*dict.fromkeys(gpu), CPU)
 
 
 _ORT_NOISE = re.compile(r'\[ONNXRuntimeError\] : \d+ : \w+ : |/onnxruntime_src/\S+:\d+ [^)]*\) ?')
