@@ -1,7 +1,9 @@
 """Detections -> visualization_msgs/MarkerArray for RViz, without flicker.
 
 Per box ``i`` (score order): a CUBE (namespace ``boxes``, id ``i``: pose, size, class colour, alpha) and a
-TEXT_VIEW_FACING label (namespace ``labels``, id ``i``: "<class> <score>", above the box). Ids are stable
+TEXT_VIEW_FACING label (namespace ``labels``, id ``i``: "<class> <score>", above the box). Given tracks
+(``runtime.tracking.Tracks``, which have ``ids``) instead of detections, the colour is the track's
+(:func:`track_colour`, stable per id) and the label reads "<class> #<id>". Ids are stable
 slots, so every frame REPLACES the previous markers by (namespace, id) with ADD/MODIFY, and the slots used by
 the previous frame but not this one get a DELETE in the same array: RViz never shows an empty frame in between
 (no DELETEALL per frame) and nothing lingers. Lifetime is 0 (kept until replaced/deleted).
@@ -14,7 +16,7 @@ from typing import Any, Sequence
 from ..runtime.postprocess import Detections
 from .messages import copy_header
 
-__all__ = ['class_colour', 'MarkerBuilder', 'BOX_NS', 'TEXT_NS']
+__all__ = ['class_colour', 'track_colour', 'MarkerBuilder', 'BOX_NS', 'TEXT_NS']
 
 BOX_NS, TEXT_NS = 'boxes', 'labels'
 TEXT_HEIGHT_M = 0.03
@@ -26,6 +28,17 @@ def class_colour(class_id: int) -> tuple[float, float, float]:
     return colorsys.hsv_to_rgb(hue, 0.85, 0.95)
 
 
+def track_colour(track_id: int) -> tuple[float, float, float]:
+    """A deterministic RGB colour (0..1) per track id; neighbouring ids differ (golden-ratio hue steps)."""
+    hue = (0.33 + 0.618033988749895 * int(track_id)) % 1.0
+    return colorsys.hsv_to_rgb(hue, 0.75, 1.0)
+
+
+def _colour(dets: Any, i: int) -> tuple[float, float, float]:
+    ids = getattr(dets, 'ids', None)
+    return track_colour(int(ids[i])) if ids is not None else class_colour(int(dets.class_ids[i]))
+
+
 class MarkerBuilder:
     """Builds each frame's MarkerArray and remembers how many slots the last one used (one per output topic)."""
 
@@ -34,7 +47,8 @@ class MarkerBuilder:
         self._last_count = 0
 
     def build(self, dets: Detections, header: Any):
-        """MarkerArray: ADD for this frame's boxes, DELETE for the previous frame's extra slots."""
+        """MarkerArray: ADD for this frame's boxes (``Detections`` or ``Tracks``), DELETE for the previous frame's
+        extra slots."""
         from visualization_msgs.msg import Marker, MarkerArray
         out = MarkerArray()
         n = len(dets)
@@ -68,7 +82,7 @@ class MarkerBuilder:
         m.header = copy_header(header)
         self._pose(m, dets, i)
         m.scale.x, m.scale.y, m.scale.z = (float(v) for v in dets.sizes[i])
-        m.color.r, m.color.g, m.color.b = class_colour(int(dets.class_ids[i]))
+        m.color.r, m.color.g, m.color.b = _colour(dets, i)
         m.color.a = self.alpha
         return m
 
@@ -81,9 +95,11 @@ class MarkerBuilder:
         m.pose.position.z = float(t[2])
         m.pose.orientation.w = 1.0
         m.scale.z = TEXT_HEIGHT_M
-        m.color.r, m.color.g, m.color.b = class_colour(int(dets.class_ids[i]))
+        m.color.r, m.color.g, m.color.b = _colour(dets, i)
         m.color.a = 1.0
-        m.text = f'{dets.class_names[i]} {float(dets.scores[i]):.2f}'
+        ids = getattr(dets, 'ids', None)
+        m.text = f'{dets.class_names[i]} #{int(ids[i])}' if ids is not None else \
+            f'{dets.class_names[i]} {float(dets.scores[i]):.2f}'
         return m
 
 

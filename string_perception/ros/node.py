@@ -44,6 +44,8 @@ from .latest import LatestWorker
 from .markers import MarkerBuilder
 from .messages import (camera_info_to_k, copy_header, detections_to_msg, label_info_msg, stamp_to_ns,
                        tensor_to_image, transform_detections)
+from .track_messages import (make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms,
+                             transform_tracks)
 
 __all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL']
 
@@ -103,6 +105,7 @@ class StringPerceptionNode(LifecycleNode):
         self._diag_timer = None
         self._tf_buffer = None
         self._tf_listener = None
+        self._tf_broadcaster = None                 # publish_tf: tf2_ros' or the tf2_msgs fallback
         self._active = False
         self._has_tokens = False
         self._last_warn: dict[str, float] = {}
@@ -140,6 +143,12 @@ class StringPerceptionNode(LifecycleNode):
             self._watch.timeout_s = cfg['input_timeout']
         if cfg['target_frame']:
             self._ensure_tf()
+        if cfg['publish_tf'] and self._tf_broadcaster is None:
+            try:
+                self._tf_broadcaster, impl = make_transform_broadcaster(self)
+            except ImportError as e:
+                raise ValueError(f'publish_tf needs tf2_ros or tf2_msgs (scripts/build_interfaces.sh): {e}') from None
+            self.get_logger().info(f'object frames on /tf via {impl}')
 
     def _score_threshold(self, value: float) -> float:
         return P.effective_score_threshold(value, self.pipeline.model.metadata)
@@ -163,6 +172,7 @@ class StringPerceptionNode(LifecycleNode):
                                      intra_op_threads=cfg['intra_op_threads'] or None,
                                      intra_op_spinning=cfg['intra_op_spinning'])
             self._apply_live(cfg)
+            self.pipeline.set_tracking(P.tracker_config(cfg))
         except (ValueError, FileNotFoundError, ModelLoadError) as e:
             log.error(f'configure failed: {e}')
             self.pipeline = None
@@ -182,6 +192,8 @@ class StringPerceptionNode(LifecycleNode):
             'embedding': self.create_publisher(Image, '~/embedding', out_qos),
             'tokens': self.create_publisher(Image, '~/tokens', out_qos),
             'debug_image': self.create_publisher(Image, '~/debug_image', out_qos),
+            'tracks': self.create_publisher(Detection3DArray, '~/tracks', out_qos),
+            'track_velocities': self.create_publisher(Image, '~/track_velocities', out_qos),
             'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', _qos('reliable', 10)),
         }
         info = label_info_msg(self.pipeline.labels, self._score_threshold(cfg['score_threshold']))
@@ -206,6 +218,7 @@ class StringPerceptionNode(LifecycleNode):
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
         from .sync import ApproximateTimeSynchronizer, Subscriber
         cfg = self.cfg
+        self.pipeline.reset_tracking()          # every activation starts a new stream
         compressed = cfg['image_transport'] == 'compressed'
         image_topic = self.resolve_topic_name('image') + '/compressed' if compressed else 'image'
         specs = [('image', CompressedImage if compressed else Image, image_topic),
@@ -269,6 +282,9 @@ class StringPerceptionNode(LifecycleNode):
         self._pubs = {}
         self.pipeline = None
         self._tf_listener = self._tf_buffer = None
+        if self._tf_broadcaster is not None and hasattr(self._tf_broadcaster, 'destroy'):
+            self._tf_broadcaster.destroy()
+        self._tf_broadcaster = None
 
     # ------------------------------------------------------------------ frames
     def _on_input(self, name: str, msg=None) -> None:
@@ -362,7 +378,8 @@ class StringPerceptionNode(LifecycleNode):
         try:
             with timing.stage('decode'):
                 rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
-            result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw)
+            result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw,
+                              stamp_s=stamp_to_ns(image.header.stamp) * 1e-9)
         except InputError as e:
             self.stats.bad_input(e.kind)
             self._warn(f'bad input ({e.kind})', e.message)
@@ -382,7 +399,7 @@ class StringPerceptionNode(LifecycleNode):
                        'inf, negative or beyond max_depth_m)' if w == 'no_valid_depth' else 'frame processed')
         for stage, ms in pipeline_stages(result.timings).items():     # preprocess, inference, postprocess, ...
             timing.add(stage, ms)
-        dets, header = result.detections, image.header
+        dets, header, tracks = result.detections, image.header, result.tracks
         debug = None
         if cfg['publish_debug_image'] and self._wanted('debug_image', cfg):
             with timing.stage('publish_debug_image'):
@@ -390,16 +407,25 @@ class StringPerceptionNode(LifecycleNode):
         target = cfg['target_frame']
         if target and target != header.frame_id:
             with timing.stage('tf'):
-                moved = self._to_target(dets, header, target, cfg['tf_timeout'])
+                moved = self._to_target(header, target, cfg['tf_timeout'])
             if moved is None:
                 return
-            dets, header = moved, copy_header(header, target)
+            R, t = moved
+            dets, header = transform_detections(dets, R, t), copy_header(header, target)
+            tracks = None if tracks is None else transform_tracks(tracks, R, t)
         with timing.stage('publish_detections'):
-            pubs['detections'].publish(detections_to_msg(dets, header))
+            pubs['detections'].publish(detections_to_msg(dets, header,
+                                                         None if tracks is None else tracks.detection_ids))
         latency_ms = timing.mark('stamp_to_detections')
         if cfg['publish_markers'] and self._wanted('markers', cfg):
             with timing.stage('publish_markers'):
-                pubs['markers'].publish(self.markers.build(dets, header))
+                pubs['markers'].publish(self.markers.build(dets if tracks is None else tracks, header))
+        if tracks is not None:
+            with timing.stage('publish_tracks'):
+                pubs['tracks'].publish(tracks_to_msg(tracks, header))
+                pubs['track_velocities'].publish(track_velocities_image(tracks, header))
+                if cfg['publish_tf'] and self._tf_broadcaster is not None and len(tracks):
+                    self._tf_broadcaster.sendTransform(tracks_to_transforms(tracks, header, cfg['tf_prefix']))
         if cfg['publish_embedding'] and self._wanted('embedding', cfg):
             with timing.stage('publish_embedding'):
                 pubs['embedding'].publish(tensor_to_image(result.embedding, header))
@@ -430,7 +456,8 @@ class StringPerceptionNode(LifecycleNode):
             self._tf_buffer = tf2_ros.Buffer()
             self._tf_listener = tf2_ros.TransformListener(self._tf_buffer, self)
 
-    def _to_target(self, dets, header, target: str, timeout: float):
+    def _to_target(self, header, target: str, timeout: float):
+        """(R[3,3], t[3]) taking points from the header's frame to ``target`` at the image stamp, or None."""
         from rclpy.duration import Duration
         from rclpy.time import Time
         from ..box_ops import quaternion_to_rotation
@@ -442,8 +469,7 @@ class StringPerceptionNode(LifecycleNode):
             self._warn('no transform', f'{header.frame_id} -> {target} at the image stamp: {e}')
             return None
         q, t = tf.transform.rotation, tf.transform.translation
-        R = quaternion_to_rotation(np.array([q.x, q.y, q.z, q.w]))
-        return transform_detections(dets, R, np.array([t.x, t.y, t.z]))
+        return quaternion_to_rotation(np.array([q.x, q.y, q.z, q.w])), np.array([t.x, t.y, t.z])
 
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:

@@ -56,7 +56,7 @@ class Pipeline:
                  tracking: TrackerConfig | None = None, **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
                         pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m)
-        self.tracker = Tracker(tracking) if tracking is not None else None
+        self.set_tracking(tracking)
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
 
     @classmethod
@@ -80,6 +80,10 @@ class Pipeline:
                 raise ValueError(f'max_depth_m must be > 0 or None, got {max_depth_m}')
             new['max_depth_m'] = None if max_depth_m is None else float(max_depth_m)
         self._params = new
+
+    def set_tracking(self, config: TrackerConfig | None) -> None:
+        """Turn tracking on with ``config`` (a fresh tracker) or off (None)."""
+        self.tracker = Tracker(config) if config is not None else None
 
     def reset_tracking(self) -> None:
         """Start a new stream: forget every track (no-op without tracking)."""
