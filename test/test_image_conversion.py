@@ -225,8 +225,8 @@ def test_compressed_mono16_png_and_compressed_depth():
     # image_transport compressedDepth: 12-byte config header, then a 16-bit PNG
     cd = SimpleNamespace(format='16UC1; compressedDepth png', data=b'\x00' * 12 + bytes(msg.data))
     np.testing.assert_array_equal(ic.compressed_imgmsg_to_array(cd), depth)
-    bad = SimpleNamespace(format='32FC1; compressedDepth png', data=cd.data)
-    with pytest.raises(ImageEncodingError, match='compressedDepth'):
+    bad = SimpleNamespace(format='16UC1; compressedDepth rvl', data=cd.data)
+    with pytest.raises(ImageEncodingError, match='rvl'):
         ic.compressed_imgmsg_to_array(bad)
 
 

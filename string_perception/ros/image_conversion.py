@@ -19,7 +19,8 @@ any object with the Image fields (height, width, encoding, is_bigendian, step, d
 - ``array_to_imgmsg(array, encoding, header=None)``: a ``sensor_msgs.msg.Image`` when sensor_msgs is
   importable (else an ``ImageData``), tightly packed, little-endian (host order).
 - ``compressed_imgmsg_to_array(msg, desired_encoding='passthrough')``, ``array_to_compressed_imgmsg(...)``:
-  jpeg/png through cv2 (OpenCV's BGR order, like cv_bridge); 16-bit PNG ``compressedDepth`` is decoded too.
+  jpeg/png through cv2 (OpenCV's BGR order, like cv_bridge; ``format`` as image_transport writes it);
+  ``compressedDepth`` (16UC1 PNG, 32FC1 quantised inverse depth) is decoded too (``compressed_depth.py``).
 
 Supported encodings: rgb8, bgr8, rgba8, bgra8, mono8, mono16, and the generic ``{8U,8S,16U,16S,32S,32F,64F}C{n}``
 (16UC1 depth in mm, 32FC1 depth in m, ...). Anything else raises ``ImageEncodingError`` (a ValueError).
@@ -34,7 +35,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ['ImageEncodingError', 'ImageData', 'CompressedImageData', 'encoding_info', 'imgmsg_to_array',
-           'array_to_imgmsg', 'compressed_imgmsg_to_array', 'array_to_compressed_imgmsg', 'convert_encoding',
+           'array_to_imgmsg', 'compressed_imgmsg_to_array', 'array_to_compressed_imgmsg', 'compressed_format',
+           'convert_encoding',
            'FallbackBridge', 'make_bridge', 'real_cv_bridge_available', 'CONVERSION_ERRORS']
 
 
@@ -54,7 +56,6 @@ _DEPTH = {'8U': 'uint8', '8S': 'int8', '16U': 'uint16', '16S': 'int16', '32S': '
 _DTYPE_TO_DEPTH = {v: k for k, v in _DEPTH.items()}
 # colour layouts cv2 can convert between (8-bit); mono16/16-bit colour only to themselves
 _COLOUR = {'rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8'}
-_PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 
 
 def encoding_info(encoding: str) -> tuple[np.dtype, int]:
@@ -211,17 +212,19 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     """Decode a sensor_msgs/CompressedImage(-like) message.
 
     passthrough: what OpenCV decodes (bgr8 / bgra8 / mono8 / 16-bit mono), like cv_bridge; otherwise one of
-    rgb8, bgr8, rgba8, bgra8, mono8. ``compressedDepth`` (image_transport's 16-bit PNG depth) gives uint16.
+    rgb8, bgr8, rgba8, bgra8, mono8. ``compressedDepth`` (image_transport's depth format, see
+    :mod:`.compressed_depth`) gives uint16 mm (16UC1) or float32 m (32FC1).
     """
     import cv2
     fmt = str(getattr(msg, 'format', ''))
+    if 'compresseddepth' in fmt.lower():
+        from .compressed_depth import decode_compressed_depth
+        depth, _ = decode_compressed_depth(msg)
+        if desired_encoding not in ('passthrough', '16UC1', 'mono16', '32FC1'):
+            raise ImageEncodingError(f'compressedDepth gives depth; cannot give {desired_encoding}')
+        return depth
     buf = _buffer(getattr(msg, 'data', None))
     raw = np.frombuffer(buf, dtype=np.uint8)
-    if 'compresseddepth' in fmt.lower().replace(' ', ''):
-        start = bytes(buf[:64]).find(_PNG_SIGNATURE)
-        if start < 0 or not fmt.lower().lstrip().startswith(('16uc1', 'mono16')):
-            raise ImageEncodingError(f'compressedDepth format {fmt!r}: only 16UC1/mono16 PNG depth is supported')
-        raw = raw[start:]
     if raw.size == 0:
         raise ImageEncodingError('compressed image has no data')
     img = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
@@ -239,22 +242,52 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     return convert_encoding(img, src, desired_encoding)
 
 
+def _default_encoding(array: np.ndarray) -> str:
+    channels = 1 if array.ndim == 2 else array.shape[-1]
+    if array.dtype == np.uint8:
+        return {1: 'mono8', 3: 'bgr8', 4: 'bgra8'}.get(channels, f'8UC{channels}')
+    if array.dtype == np.uint16:
+        return {1: '16UC1', 3: 'bgr16', 4: 'bgra16'}.get(channels, f'16UC{channels}')
+    raise ImageEncodingError(f'no compressed encoding for a {array.dtype} array')
+
+
+def compressed_format(encoding: str, compression: str) -> str:
+    """image_transport's ``CompressedImage.format``: ``'<encoding>; <jpeg|png> compressed <target>'`` where the
+    target is the colour layout OpenCV wrote (``bgr8`` for JPEG colour, ``bgr8``/``bgr16`` for PNG colour) and
+    empty for one-channel images (mono8, mono16, 16UC1, ...), e.g. ``'16UC1; png compressed '``."""
+    compression = 'jpeg' if compression in ('jpg', 'jpeg') else compression
+    dtype, channels = encoding_info(encoding)
+    colour = channels >= 3 and not _GENERIC.fullmatch(encoding)
+    target = ('bgr8' if compression == 'jpeg' else f'bgr{8 * dtype.itemsize}') if colour else ''
+    return f'{encoding}; {compression} compressed {target}'
+
+
 def array_to_compressed_imgmsg(array: np.ndarray, dst_format: str = 'jpg', encoding: str | None = None,
                                header: Any = None, msg_type: Any = None):
     """Encode with cv2 (``jpg``/``jpeg``/``png``). Colour arrays are taken as BGR unless ``encoding`` says
-    rgb8/rgba8 (converted first). ``format`` follows image_transport: '<encoding>; <fmt> compressed bgr8'."""
+    rgb8/rgba8/rgb16/rgba16; colour is written as BGR without alpha, as image_transport does. ``encoding`` defaults
+    from dtype and channels (uint16 one-channel: 16UC1). ``format`` follows image_transport's compressed publisher (:func:`compressed_format`)."""
     import cv2
     if not isinstance(array, np.ndarray):
         raise ImageEncodingError(f'expected a numpy array, got {type(array).__name__}')
     fmt = dst_format.lower().lstrip('.')
     if fmt not in ('jpg', 'jpeg', 'png'):
         raise ImageEncodingError(f'compressed format {dst_format!r} not supported (jpg, jpeg, png)')
+    fmt = 'jpeg' if fmt == 'jpg' else fmt
     if encoding is None:
-        encoding = 'mono8' if array.ndim == 2 else {3: 'bgr8', 4: 'bgra8'}.get(array.shape[-1], '?')
+        encoding = _default_encoding(array)
+    dtype, channels = encoding_info(encoding)
+    if array.dtype != dtype or (array.shape[2] if array.ndim == 3 else 1) != channels:
+        raise ImageEncodingError(f'{encoding} needs {dtype} with {channels} channel(s), got {array.dtype} '
+                                 f'{array.shape}')
+    if fmt == 'jpeg' and dtype != np.uint8:
+        raise ImageEncodingError(f'JPEG holds 8-bit images; {encoding} needs png')
+    if dtype not in (np.uint8, np.uint16):
+        raise ImageEncodingError(f'compressed images are 8 or 16 bit; {encoding} is {dtype}')
     img = array
-    if encoding in ('rgb8', 'rgba8'):
-        img = convert_encoding(array, encoding, 'bgr8' if encoding == 'rgb8' else 'bgra8')
-    ok, enc = cv2.imencode('.' + ('jpg' if fmt == 'jpeg' else fmt), img)
+    if encoding in _NAMED and channels >= 3:      # colour: written as BGR (OpenCV's order), alpha dropped
+        img = np.ascontiguousarray(array[..., [2, 1, 0]] if encoding.startswith('rgb') else array[..., :3])
+    ok, enc = cv2.imencode('.jpg' if fmt == 'jpeg' else '.png', img)
     if not ok:
         raise ImageEncodingError(f'OpenCV could not encode a {array.dtype} {array.shape} image as {fmt}')
     cls = msg_type
@@ -266,8 +299,7 @@ def array_to_compressed_imgmsg(array: np.ndarray, dst_format: str = 'jpg', encod
     msg = cls()
     if header is not None:
         msg.header = header
-    coded = 'bgr8' if img.ndim == 3 else encoding
-    msg.format = f'{encoding}; {"jpeg" if fmt in ("jpg", "jpeg") else "png"} compressed {coded}'
+    msg.format = compressed_format(encoding, fmt)
     if cls is CompressedImageData:
         msg.data = enc.tobytes()
     else:
