@@ -1,0 +1,130 @@
+"""The two workcells as MuJoCo specs: arms, supports, drop region and the cell's real camera positions.
+
+ALOHA: gym-aloha's ``bimanual_viperx_transfer_cube.xml`` (both ViperX 300s arms, the tabletop mesh, top surface at
+z = 0) without its red cube and keyframe, plus a floor 0.75 m below (the table height). Cameras: the XML's ``top``,
+``angle``, ``left_pillar``, ``right_pillar``, ``front_close`` (all aimed at the table) and the two wrist cameras
+(gripper-frame poses of the XML).
+KUKA: pybullet_data's ``kuka_iiwa/model.urdf`` imported by MuJoCo's URDF compiler (collision meshes rendered), on
+pybullet_data's table (``table/table.urdf`` dimensions: 1.5 x 1 m top at 0.625 m) with ``tray/traybox.urdf``'s tray
+(0.6 m base, four walls tilted 33 deg) in front of it. Cameras: over-the-shoulder, two sides, front, overhead.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from .assets import aloha_assets_dir, pybullet_data_dir
+
+
+@dataclass(frozen=True)
+class CameraRig:
+    """A camera position of the cell: `eye` and `target` in the world, or in the frame of `body` (wrist)."""
+    name: str
+    eye: tuple
+    target: tuple
+    body: str | None = None
+
+
+@dataclass
+class Cell:
+    name: str
+    spec: mujoco.MjSpec             # fresh per frame (objects and the camera are added to it)
+    arm_roots: tuple                # body names whose subtrees are robot links (never labelled)
+    arm_joints: tuple               # hinge / slide joint names of the arms
+    arm_home: np.ndarray            # [J] a collision-free configuration
+    arm_spread: np.ndarray          # [J] random configurations: home + U(-1, 1) * spread, clipped to the range
+    drop_center: np.ndarray         # [2] xy centre of the region objects are dropped over
+    drop_half: np.ndarray           # [2] its half extents
+    support_z: float                # height of the support surface under the drop region
+    rigs: tuple                     # CameraRig
+
+
+def _floor(spec: mujoco.MjSpec, z: float, rgba) -> None:
+    spec.worldbody.add_geom(name='floor', type=mujoco.mjtGeom.mjGEOM_PLANE, size=[4, 4, 0.05], pos=[0, 0, z],
+                            rgba=rgba)
+
+
+def aloha_cell() -> Cell:
+    spec = mujoco.MjSpec.from_file(str(aloha_assets_dir() / 'bimanual_viperx_transfer_cube.xml'))
+    spec.delete(spec.body('box'))
+    for key in list(spec.keys):
+        spec.delete(key)
+    _floor(spec, -0.75, [0.45, 0.42, 0.4, 1])
+    sides = ('left', 'right')
+    joints = tuple(f'vx300s_{s}/{j}' for s in sides for j in ('waist', 'shoulder', 'elbow', 'forearm_roll',
+                                                              'wrist_angle', 'wrist_rotate', 'left_finger',
+                                                              'right_finger'))
+    home = np.array([0, -0.96, 1.16, 0, -0.3, 0, 0.024, -0.024] * 2)
+    spread = np.array([1.2, 0.8, 0.8, 1.5, 1.0, 1.5, 0.018, 0.018] * 2)
+    table = (0.0, 0.6, 0.0)
+    rigs = (CameraRig('top', (0.0, 0.6, 0.8), table), CameraRig('angle', (0.0, 0.0, 0.6), table),
+            CameraRig('left_pillar', (-0.5, 0.2, 0.6), table), CameraRig('right_pillar', (0.5, 0.2, 0.6), table),
+            CameraRig('front_close', (0.0, 0.2, 0.4), table),
+            CameraRig('left_wrist', (-0.1, 0.0, 0.16), (0.15, 0.0, 0.01), 'vx300s_left/gripper_link'),
+            CameraRig('right_wrist', (-0.1, 0.0, 0.16), (0.15, 0.0, 0.01), 'vx300s_right/gripper_link'))
+    return Cell('aloha', spec, ('vx300s_left', 'vx300s_right'), joints, home, spread,
+                np.array([0.0, 0.6]), np.array([0.3, 0.25]), 0.0, rigs)
+
+
+_TABLE_TOP = 0.625   # table.urdf: 0.05 m thick top centred at 0.6 m
+_TRAY_XY = (0.15, 0.0)
+
+
+def _iiwa_spec() -> mujoco.MjSpec:
+    urdf = pybullet_data_dir() / 'kuka_iiwa' / 'model.urdf'
+    compiler = f'<mujoco><compiler meshdir="{urdf.parent}" discardvisual="true" fusestatic="false"/></mujoco>'
+    text = re.sub(r'(<robot[^>]*>)', lambda m: m.group(1) + compiler, urdf.read_text(), count=1)
+    return mujoco.MjSpec.from_string(text)
+
+
+def kuka_cell() -> Cell:
+    spec = mujoco.MjSpec()
+    spec.compiler.inertiagrouprange = [0, 5]
+    spec.visual.headlight.ambient = [0.4, 0.4, 0.4]
+    wb = spec.worldbody
+    wb.add_light(type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, dir=[0.5, 0.5, -1], diffuse=[0.4, 0.4, 0.4], castshadow=False)
+    wb.add_light(type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, dir=[-0.5, 0.2, -1], diffuse=[0.3, 0.3, 0.3], castshadow=False)
+    _floor(spec, 0.0, [0.5, 0.5, 0.52, 1])
+    box = mujoco.mjtGeom.mjGEOM_BOX
+    wb.add_geom(name='table', type=box, size=[0.75, 0.5, 0.025], pos=[0, 0, _TABLE_TOP - 0.025],
+                rgba=[0.8, 0.78, 0.72, 1])
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            wb.add_geom(name=f'table_leg_{sx}{sy}', type=box, size=[0.05, 0.05, 0.29],
+                        pos=[0.65 * sx, 0.4 * sy, 0.29], rgba=[0.3, 0.3, 0.3, 1])
+    tray = wb.add_body(name='tray', pos=[_TRAY_XY[0], _TRAY_XY[1], _TABLE_TOP])
+    grey = [0.65, 0.66, 0.7, 1]
+    tray.add_geom(name='tray_base', type=box, size=[0.3, 0.3, 0.01], pos=[0, 0, 0.005], rgba=grey)
+    tilt = 0.575469961                       # traybox.urdf's wall angle
+    for name, pos, euler, size in (('tray_wall_px', [0.25, 0, 0.059], [0, tilt, 0], [0.01, 0.3, 0.075]),
+                                   ('tray_wall_nx', [-0.25, 0, 0.059], [0, -tilt, 0], [0.01, 0.3, 0.075]),
+                                   ('tray_wall_ny', [0, -0.25, 0.059], [tilt, 0, 0], [0.3, 0.01, 0.075]),
+                                   ('tray_wall_py', [0, 0.25, 0.059], [-tilt, 0, 0], [0.3, 0.01, 0.075])):
+        tray.add_geom(name=name, type=box, size=size, pos=pos, euler=euler, rgba=grey)
+    frame = wb.add_frame(pos=[-0.55, 0.0, _TABLE_TOP])
+    spec.attach(_iiwa_spec(), prefix='iiwa/', frame=frame)
+    orange, dark = [0.95, 0.45, 0.1, 1], [0.25, 0.25, 0.27, 1]
+    for link in range(8):
+        for g in spec.body(f'iiwa/lbr_iiwa_link_{link}').geoms:
+            g.rgba = orange if link in (2, 4, 6) else dark
+            if link == 0:
+                g.contype, g.conaffinity = 0, 0          # the base sits on the table
+    joints = tuple(f'iiwa/lbr_iiwa_joint_{i}' for i in range(1, 8))
+    home = np.array([0.0, 0.5, 0.0, -1.3, 0.0, 1.0, 0.0])
+    spread = np.array([1.3, 0.6, 1.2, 0.6, 1.5, 0.8, 1.5])
+    tray_c = (_TRAY_XY[0], _TRAY_XY[1], _TABLE_TOP)
+    rigs = (CameraRig('over_shoulder', (-0.95, 0.0, 1.45), tray_c), CameraRig('left', (0.15, 0.85, 1.3), tray_c),
+            CameraRig('right', (0.15, -0.85, 1.3), tray_c), CameraRig('front', (0.95, 0.0, 1.3), tray_c),
+            CameraRig('overhead', (0.15, 0.0, 1.55), tray_c))
+    return Cell('kuka', spec, ('iiwa/lbr_iiwa_link_0',), joints, home, spread, np.array(_TRAY_XY),
+                np.array([0.2, 0.2]), _TABLE_TOP + 0.015, rigs)
+
+
+CELLS = {'aloha': aloha_cell, 'kuka': kuka_cell}
+
+
+def build_cell(name: str) -> Cell:
+    return CELLS[name]()
