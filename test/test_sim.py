@@ -145,3 +145,24 @@ def test_config_rejects_unknown_cell_and_camera():
         SimConfig(cell='ur5')
     with pytest.raises(ValueError):
         generate_sim_frame(0, SimConfig(cell='kuka', cameras=('left_wrist',), height=32, width=32))
+
+
+def test_cache_across_processes_matches_one_process(tmp_path):
+    from string_perception.sim.cache import build_sim_cache, frame_to_raw_sim, sim_fingerprint
+    from string_perception.training.data import FrameCache, raw_to_sample
+    cfg = SimConfig(cell='aloha', height=48, width=64, mesh_object_fraction=1.0)
+    seeds = [20, 21, 22]
+    parallel = build_sim_cache(seeds, cfg, processes=2)
+    assert sorted(parallel.samples) == seeds
+    for s in seeds:
+        single = frame_to_raw_sim(generate_sim_frame(s, cfg))
+        got = parallel.samples[s]
+        assert np.array_equal(got.rgb, single.rgb) and np.array_equal(got.depth_mm, single.depth_mm)
+        assert np.array_equal(got.boxes, single.boxes) and np.array_equal(got.boxes_canonical, single.boxes_canonical)
+        assert np.all(got.labels == OBJECT)
+        sample = raw_to_sample(got, canonical=True)
+        assert tuple(sample['target']['boxes'].shape) == (len(got.labels), 12)
+    fp = sim_fingerprint(cfg, seeds)
+    parallel.save(tmp_path / 'sim.npz', fp)
+    assert FrameCache.load(tmp_path / 'sim.npz', fp) is not None
+    assert FrameCache.load(tmp_path / 'sim.npz', sim_fingerprint(cfg.replace(cell='kuka'), seeds)) is None
