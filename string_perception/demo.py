@@ -145,10 +145,13 @@ def run_demo(args: argparse.Namespace) -> int:
         return 2
     compressed = msgtypes.get(topics['image']) == COMPRESSED
     image_base = topics['image'][:-len('/compressed')] if compressed else topics['image']
-    params: dict[str, Any] = {'image_transport': 'compressed' if compressed else 'raw'}
+    depth_packed = msgtypes.get(topics['depth']) == COMPRESSED          # image_transport compressedDepth
+    depth_base = topics['depth'].removesuffix('/compressedDepth') if depth_packed else topics['depth']
+    params: dict[str, Any] = {'image_transport': 'compressed' if compressed else 'raw',
+                              'depth_transport': 'compressedDepth' if depth_packed else 'raw'}
     if args.providers:
         params['providers'] = list(args.providers)
-    cmd = node_command(model, params=params, remaps={'image': image_base, 'depth': topics['depth'],
+    cmd = node_command(model, params=params, remaps={'image': image_base, 'depth': depth_base,
                                                      'camera_info': topics['camera_info']})
     env = merged_dds_env(domain)
     env['PYTHONUNBUFFERED'] = '1'

@@ -29,9 +29,11 @@ def ground_truth(f) -> dict:
 
 def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8', depth: str = '16UC1',
               camera_info: bool = True, gt: bool = True, depth_offset_ns=None, colour_encoding: str | None = None,
-              depth_encoding: str | None = None, depth_step: int | None = None) -> Path:
+              depth_encoding: str | None = None, depth_step: int | None = None,
+              depth_transport: str = 'raw') -> Path:
     """One bag: colour (rgb8 raw Image, or 'png'/'jpeg' CompressedImage), depth (16UC1 mm or 32FC1 m),
-    CameraInfo, ground truth. ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the
+    CameraInfo, ground truth; ``depth_transport='compressedDepth'`` writes depth as image_transport's
+    compressedDepth on <depth>/compressedDepth. ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the
     encoding field (to make unsupported-encoding frames); ``depth_step`` overrides the depth row stride (to
     make a data length that does not match step x height)."""
     with BagWriter(path, storage=storage) as bag:
@@ -46,13 +48,17 @@ def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8',
                 bag.write(DEFAULT_TOPICS.compressed_image, M.compressed_image_msg(f.rgb, colour, stamp, FRAME_ID),
                           stamp + 5_000_000)
             dstamp = stamp + (depth_offset_ns(i) if depth_offset_ns else 0)
-            d = (M.image_msg(f.depth_mm, '16UC1', dstamp, FRAME_ID) if depth == '16UC1' else
-                 M.image_msg(f.depth_mm.astype(np.float32) / 1000.0, '32FC1', dstamp, FRAME_ID))
-            if depth_encoding:
-                d.encoding = depth_encoding
-            if depth_step is not None:
-                d.step = depth_step
-            bag.write(DEFAULT_TOPICS.depth, d, stamp + 4_000_000)
+            depth_array = f.depth_mm if depth == '16UC1' else f.depth_mm.astype(np.float32) / 1000.0
+            if depth_transport == 'compressedDepth':      # image_transport's compressed_depth_image_transport
+                bag.write(DEFAULT_TOPICS.compressed_depth,
+                          M.compressed_depth_msg(depth_array, depth, dstamp, FRAME_ID), stamp + 4_000_000)
+            else:
+                d = M.image_msg(depth_array, depth, dstamp, FRAME_ID)
+                if depth_encoding:
+                    d.encoding = depth_encoding
+                if depth_step is not None:
+                    d.step = depth_step
+                bag.write(DEFAULT_TOPICS.depth, d, stamp + 4_000_000)
             if camera_info:
                 bag.write(DEFAULT_TOPICS.camera_info, M.camera_info_msg(f.K, H, W, stamp, FRAME_ID), stamp + 3_000_000)
             if gt:

@@ -49,6 +49,26 @@ def test_compressed_png_colour_and_32fc1_depth(tmp_path, fs):
         np.testing.assert_allclose(g.depth, f.depth_mm / 1000.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize('depth', ['16UC1', '32FC1'])
+def test_compressed_depth_topics_are_found_and_decoded(tmp_path, fs, depth):
+    """image_transport's compressedDepth on /camera/depth/image_raw/compressedDepth (lossless for 16UC1, one
+    inverse-depth quantisation step for 32FC1; 0 mm = invalid becomes NaN)."""
+    bag = write_bag(tmp_path / 'bag', fs, colour='jpeg', depth=depth, depth_transport='compressedDepth')
+    with BagFrameReader(bag) as reader:
+        got = list(reader)
+        assert reader.topics['depth'] == '/camera/depth/image_raw/compressedDepth'
+    assert len(got) == len(fs)
+    for f, g in zip(fs, got):
+        assert g.depth_encoding == depth
+        if depth == '16UC1':
+            np.testing.assert_array_equal(g.depth, f.depth_mm)
+        else:
+            m = f.depth_mm / 1000.0
+            assert np.array_equal(np.isnan(g.depth), f.depth_mm == 0)
+            ok = f.depth_mm > 0
+            np.testing.assert_allclose(g.depth[ok], m[ok], rtol=m.max() / 10100 * 1.01)
+
+
 def test_unmatched_depth_stamps_are_skipped_with_a_reason_and_the_rest_is_read(tmp_path, fs):
     bag = write_bag(tmp_path / 'bag', fs, depth_offset_ns=lambda i: 80_000_000 if i == 1 else 2_000_000)
     with BagFrameReader(bag) as reader:

@@ -13,7 +13,8 @@ from ..box_ops import rotation_to_quaternion
 from ..ros.image_conversion import array_to_compressed_imgmsg, array_to_imgmsg
 from .typestore import make_typestore
 
-__all__ = ['header', 'image_msg', 'compressed_image_msg', 'camera_info_msg', 'detections_msg', 'msg_type']
+__all__ = ['header', 'image_msg', 'compressed_image_msg', 'compressed_depth_msg', 'camera_info_msg', 'detections_msg',
+           'msg_type']
 
 NS = 1_000_000_000
 
@@ -45,6 +46,16 @@ def compressed_image_msg(rgb: np.ndarray, fmt: str, stamp_ns: int, frame_id: str
     """sensor_msgs/CompressedImage of an RGB uint8 [H,W,3] frame (``fmt``: jpeg or png; image_transport's
     ``format`` string). JPEG quality is OpenCV's default (95)."""
     ref = array_to_compressed_imgmsg(rgb, fmt, encoding='rgb8')
+    return msg_type('sensor_msgs/msg/CompressedImage')(header=header(stamp_ns, frame_id), format=ref.format,
+                                                       data=_uint8(ref.data))
+
+
+def compressed_depth_msg(depth: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):
+    """sensor_msgs/CompressedImage in image_transport's compressedDepth format (``ros/compressed_depth.py``) of a
+    uint16 mm (16UC1) or float32 m (32FC1) depth image."""
+    from ..ros.compressed_depth import encode_compressed_depth
+    from ..ros.image_conversion import CompressedImageData
+    ref = encode_compressed_depth(depth, encoding, msg_type=CompressedImageData)
     return msg_type('sensor_msgs/msg/CompressedImage')(header=header(stamp_ns, frame_id), format=ref.format,
                                                        data=_uint8(ref.data))
 

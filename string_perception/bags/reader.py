@@ -30,6 +30,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..ros.frame_checks import check_image_layout
+from ..ros.compressed_depth import decode_compressed_depth
 from ..ros.image_conversion import ImageEncodingError, compressed_imgmsg_to_array, imgmsg_to_array
 from ..ros.messages import camera_info_to_k, detections_from_msg
 from ..ros.params import defaults as node_defaults
@@ -331,8 +332,11 @@ class BagFrameReader:
             return None
         try:
             dmsg = self._deserialize(draw, dconn.msgtype)
-            check_image_layout(dmsg, 'depth')
-            depth = imgmsg_to_array(dmsg)
+            if dconn.msgtype == COMPRESSED:            # image_transport compressedDepth
+                depth, depth_enc = decode_compressed_depth(dmsg)
+            else:
+                check_image_layout(dmsg, 'depth')
+                depth, depth_enc = imgmsg_to_array(dmsg), dmsg.encoding
         except (ValueError, ImageEncodingError) as e:  # InputError is a ValueError
             self.report.skip('bad_depth', f'{dconn.topic} {where}: {e}')
             return None
@@ -344,7 +348,7 @@ class BagFrameReader:
         if p.gt is not None:
             gt = detections_from_msg(p.gt, self.class_names)
         return BagFrame(index=p.index, stamp_ns=p.stamp_ns, frame_id=p.frame_id, rgb=rgb, encoding=enc,
-                        depth=depth, depth_encoding=dmsg.encoding, K=np.array(K, np.float64), info_hw=hw,
+                        depth=depth, depth_encoding=depth_enc, K=np.array(K, np.float64), info_hw=hw,
                         ground_truth=gt, log_time_ns=p.log_time_ns)
 
     # ------------------------------------------------------------------ lifetime

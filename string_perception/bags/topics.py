@@ -29,6 +29,10 @@ class CameraTopics:
     def compressed_image(self) -> str:
         return self.image.rstrip('/') + '/compressed'
 
+    @property
+    def compressed_depth(self) -> str:
+        return self.depth.rstrip('/') + '/compressedDepth'
+
 
 DEFAULT_TOPICS = CameraTopics()
 
@@ -66,14 +70,18 @@ def _pick(kind: str, wanted: str, types: Mapping[str, str], allowed: tuple[str, 
 def resolve_topics(types: Mapping[str, str],
                    wanted: CameraTopics = DEFAULT_TOPICS) -> tuple[dict[str, str | None], list[str]]:
     """``{topic: msgtype}`` of a bag -> ``({'image', 'depth', 'camera_info', 'ground_truth'}: topic or None,
-    notes)``. A wanted raw colour topic falls back to its ``/compressed`` sibling."""
+    notes)``. A wanted raw colour topic falls back to its ``/compressed`` sibling, a raw depth topic to its
+    ``/compressedDepth`` sibling (image_transport's compressed_depth_image_transport)."""
     notes: list[str] = []
     image_wanted = wanted.image
     if image_wanted not in types and wanted.compressed_image in types:
         image_wanted = wanted.compressed_image
+    depth_wanted = wanted.depth
+    if depth_wanted not in types and wanted.compressed_depth in types:
+        depth_wanted = wanted.compressed_depth
     out = {
         'image': _pick('image', image_wanted, types, (IMAGE, COMPRESSED), notes),
-        'depth': _pick('depth', wanted.depth, types, (IMAGE,), notes),
+        'depth': _pick('depth', depth_wanted, types, (IMAGE, COMPRESSED), notes),
         'camera_info': _pick('camera_info', wanted.camera_info, types, (CAMERA_INFO,), notes),
     }
     gt = wanted.ground_truth

@@ -3,8 +3,9 @@
 A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline` (DESIGN §1, §5):
 
 - configure: validate every parameter (``params.py``), load and check the ONNX model, create publishers;
-- activate: subscribe ``image`` (or ``image/compressed``), ``depth``, ``camera_info`` through the
-  approximate-time synchroniser and start the worker thread; deactivate/cleanup undo that; shutdown all.
+- activate: subscribe ``image`` (or ``image/compressed``), ``depth`` (or ``depth/compressedDepth``),
+  ``camera_info`` through the approximate-time synchroniser and start the worker thread; deactivate/cleanup undo
+  that; shutdown all.
 
 The synchroniser callback (executor thread) only hands the matched triple to a :class:`LatestWorker`: the newest
 frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``). The worker
@@ -36,6 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import params as P
+from .compressed_depth import decode_compressed_depth
 from .diagnostics import NodeStats, diagnostic_array
 from .frame_checks import InputWatch, StampGate, check_frame_ids, check_image_layout
 from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
@@ -221,8 +223,11 @@ class StringPerceptionNode(LifecycleNode):
         self.pipeline.reset_tracking()          # every activation starts a new stream
         compressed = cfg['image_transport'] == 'compressed'
         image_topic = self.resolve_topic_name('image') + '/compressed' if compressed else 'image'
+        depth_packed = cfg['depth_transport'] == 'compressedDepth'
+        depth_topic = self.resolve_topic_name('depth') + '/compressedDepth' if depth_packed else 'depth'
         specs = [('image', CompressedImage if compressed else Image, image_topic),
-                 ('depth', Image, 'depth'), ('camera_info', CameraInfo, 'camera_info')]
+                 ('depth', CompressedImage if depth_packed else Image, depth_topic),
+                 ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
@@ -316,7 +321,8 @@ class StringPerceptionNode(LifecycleNode):
         try:
             if self.cfg['image_transport'] == 'raw':
                 check_image_layout(image, 'colour')
-            check_image_layout(depth, 'depth')
+            if self.cfg['depth_transport'] == 'raw':
+                check_image_layout(depth, 'depth')
             check_frame_ids(image.header.frame_id, depth.header.frame_id)
             notes = self._gate.check(stamp_to_ns(image.header.stamp), self.get_clock().now().nanoseconds)
         except InputError as e:
@@ -363,9 +369,13 @@ class StringPerceptionNode(LifecycleNode):
             rgb, enc = imgmsg_to_array(image, copy=False), image.encoding
         else:
             rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
-        dep = imgmsg_to_array(depth, copy=False) if view else self.bridge.imgmsg_to_cv2(depth, 'passthrough')
+        if self.cfg['depth_transport'] == 'compressedDepth':      # cv_bridge cannot decode it: ours
+            dep, dep_enc = decode_compressed_depth(depth)
+        else:
+            dep = imgmsg_to_array(depth, copy=False) if view else self.bridge.imgmsg_to_cv2(depth, 'passthrough')
+            dep_enc = depth.encoding
         K, hw = camera_info_to_k(info)
-        return rgb, enc, dep, depth.encoding, K, hw
+        return rgb, enc, dep, dep_enc, K, hw
 
     def _process(self, frame) -> None:
         """Worker thread: one synchronised frame -> published outputs (or a counted, logged failure)."""

@@ -92,6 +92,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),
+    ParamSpec('depth_transport', 'string', 'raw',
+              'depth input type: raw (sensor_msgs/Image on depth) or compressedDepth (image_transport\'s '
+              'compressed_depth_image_transport on depth/compressedDepth: 16UC1 PNG or 32FC1 inverse depth)',
+              choices=('raw', 'compressedDepth')),
     ParamSpec('sync_queue_size', 'int', 10, 'approximate-time synchroniser queue per input', 1, 1000),
     ParamSpec('sync_slop', 'double', 0.05, 'approximate-time synchroniser slop (seconds)', 0.0001, 10.0),
     *_qos_params('image'), *_qos_params('depth'), *_qos_params('camera_info'),
