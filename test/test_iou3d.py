@@ -163,3 +163,91 @@ def test_pairwise_shapes_inputs_and_sphere_rejection():
     assert as_boxes(params[0]).t.shape == (1, 3)
     with pytest.raises(ValueError):
         paired_box3d_iou(a, Box3D(b.t[:2], b.R[:2], b.size[:2]))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Nearly coincident boxes: tiny turns and shifts, axis relabellings, float32 round trips (issue 19)
+# ----------------------------------------------------------------------------------------------------------------
+
+def _random_boxes(n, seed):
+    rng = np.random.default_rng(seed)
+    return Box3D(rng.normal(scale=2.0, size=(n, 3)), Rotation.random(n, random_state=seed).as_matrix(),
+                 rng.uniform(0.05, 0.5, size=(n, 3)))
+
+
+def _deficit_bound(box: Box3D, moved_by: np.ndarray) -> np.ndarray:
+    """Upper bound on ``1 - IoU`` of a box and a copy whose surface points moved at most ``moved_by`` [N]: each
+    difference region lies in a shell of that thickness, so ``1 - IoU <= 2 · area · moved_by / volume`` (+1%)."""
+    a, b, c = box.size.T
+    return 1.01 * 2 * 2 * (a * b + b * c + c * a) * moved_by / (a * b * c)
+
+
+def _signed_permutations():
+    """The 24 rotations that permute a box's axes (signed permutation matrices with det +1)."""
+    out = []
+    for perm in ((0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 2, 1), (2, 1, 0), (1, 0, 2)):
+        for signs in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).T.reshape(-1, 3):
+            P = np.zeros((3, 3))
+            P[list(perm), range(3)] = signs
+            if np.linalg.det(P) > 0:
+                out.append(P)
+    return np.array(out)
+
+
+@pytest.mark.parametrize('angle', [1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4])
+def test_box_against_a_copy_turned_by_a_hair_scores_about_one(angle):
+    """Used to score 1/3 (every box at 1e-7 rad) or 0.71 (1e-5 rad); the true IoU is 1 - O(angle)."""
+    a = _random_boxes(200, seed=11)
+    rng = np.random.default_rng(12)
+    axis = rng.normal(size=(200, 3))
+    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+    b = a._replace(R=a.R @ Rotation.from_rotvec(angle * axis).as_matrix())
+    iou = paired_box3d_iou(a, b)
+    radius = 0.5 * np.linalg.norm(a.size, axis=1)                 # a surface point moves at most angle · radius
+    assert np.all(iou <= 1.0)
+    assert np.all(1.0 - iou <= _deficit_bound(a, angle * radius))
+    if angle >= 1e-6:                                             # qhull (generic reference) agrees where it can
+        np.testing.assert_allclose(iou, paired_box3d_iou(a, b, 'qhull'), atol=1e-9)
+
+
+@pytest.mark.parametrize('shift', [1e-12, 1e-9, 1e-7])
+def test_box_against_a_copy_shifted_by_a_hair_scores_about_one(shift):
+    a = _random_boxes(200, seed=13)
+    d = np.random.default_rng(14).normal(size=(200, 3))
+    b = a._replace(t=a.t + shift * d / np.linalg.norm(d, axis=1, keepdims=True))
+    iou = paired_box3d_iou(a, b)
+    assert np.all(iou <= 1.0) and np.all(1.0 - iou <= _deficit_bound(a, np.full(200, shift)) + 1e-12)
+
+
+def test_box_against_its_own_axis_relabelling_scores_one_also_through_float32():
+    """``R -> R P`` with sizes permuted is the same box: exactly 1 in float64 (used to be 0 or 1/3 after a float32
+    round trip); after rounding to float32 the deficit is bounded by how far the rounding moved the surface."""
+    a = _random_boxes(200, seed=15)
+    P = _signed_permutations()[np.random.default_rng(16).integers(0, 24, 200)]     # [200,3,3]
+    relabelled = Box3D(a.t, a.R @ P, np.abs(np.einsum('nij,ni->nj', P, a.size)))   # size_j = size_perm(j)
+    np.testing.assert_allclose(paired_box3d_iou(a, relabelled), 1.0, atol=1e-12)
+    np.testing.assert_allclose(paired_box3d_iou(relabelled, a), 1.0, atol=1e-12)
+    for box in (relabelled, a):
+        f32 = Box3D(*(x.astype(np.float32).astype(np.float64) for x in box))
+        moved = (np.linalg.norm(f32.t - box.t, axis=1) + np.linalg.norm(f32.R - box.R, ord=2, axis=(1, 2))
+                 * 0.5 * np.linalg.norm(box.size, axis=1) + 0.5 * np.abs(f32.size - box.size).max(1))
+        iou = paired_box3d_iou(a, f32)
+        assert np.all(iou <= 1.0) and np.all(1.0 - iou <= _deficit_bound(a, 2 * moved))
+
+
+def test_all_24_relabellings_of_one_box_and_coplanar_turned_boxes():
+    box = cube(t=(0.3, -0.2, 2.0), R=Rotation.from_euler('xyz', [10, 20, 30], degrees=True).as_matrix(),
+               size=(0.1, 0.2, 0.35))
+    for P in _signed_permutations():
+        other = Box3D(box.t, box.R @ P, np.abs(P.T @ box.size))
+        assert box3d_iou(box, other) == pytest.approx(1.0, abs=1e-12)
+    # Two boxes on the same table (bottom faces coplanar), turned about the table normal: exact against qhull,
+    # and within float32 rounding of it after a float32 round trip of one of them.
+    rng = np.random.default_rng(17)
+    for angle in rng.uniform(0, 2 * np.pi, 20):
+        low = cube(t=(0.05, 0.02, 0.1), R=box.R @ Rotation.from_euler('z', angle).as_matrix(), size=(0.3, 0.1, 0.2))
+        low = low._replace(t=box.t + box.R @ np.array([0.02, -0.01, -(0.35 - 0.2) / 2]))
+        exact = box3d_iou(box, low, 'qhull')
+        assert exact > 0.05 and box3d_iou(box, low) == pytest.approx(exact, abs=1e-12)
+        f32 = Box3D(*(x.astype(np.float32).astype(np.float64) for x in low))
+        assert box3d_iou(box, f32) == pytest.approx(exact, abs=1e-5)
