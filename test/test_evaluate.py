@@ -70,7 +70,11 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
     assert report['split'] == 'test' and report['seeds'] == [2_000_000_000, 2_000_000_003]
     assert report['num_frames'] == 3 and report['train_step'] == 3
     assert {'avg_best_iou', 'ap3d_25', 'ap3d_50'} <= set(report['headline'])
-    assert 0.0 <= report['metrics']['avg_best_iou'] <= 1.0
+    m = report['metrics']
+    assert report['num_objects'] == m['num_gt'] > 0 and m['num_frames'] == 3
+    assert report['headline']['avg_best_iou'] == m['avg_best_iou']
+    assert report['headline']['ap3d_25'] == m['ap3d']['0.25']['mean']
+    assert m['avg_best_iou'] <= m['avg_best_iou_agnostic']       # the best of any class is at least the same class's
     pngs = sorted(p.name for p in out.glob('*.png'))
     assert {'iou_hist.png', 'pr_curve_25.png', 'pr_curve_50.png', 'frame_2000000000.png'} <= set(pngs)
     with pytest.raises(SystemExit):
