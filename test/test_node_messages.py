@@ -48,15 +48,31 @@ def test_detections_round_trip_with_header_pose_and_results():
     assert first.header.frame_id == 'cam_optical' and first.header.stamp.nanosec == 345
     o = first.bbox.center.orientation
     np.testing.assert_allclose([o.x, o.y, o.z, o.w], d.quaternions_xyzw[0])      # x, y, z, w order
-    assert first.results[0].hypothesis.class_id == 'mug' and first.results[0].hypothesis.score == pytest.approx(0.9)
+    # vision_msgs' convention: class_id = the integer id as a string; LabelInfo maps it to the name
+    assert [x.results[0].hypothesis.class_id for x in msg.detections] == ['0', '1', '0', '1']
+    assert first.results[0].hypothesis.score == pytest.approx(0.9)
     assert first.results[0].pose.pose.position.z == pytest.approx(d.translations[0, 2])
     back = detections_from_msg(msg, labels=['mug', 'box'])
     np.testing.assert_allclose(back['params'][:, :3], d.translations)
     np.testing.assert_allclose(back['params'][:, 3:6], d.rotations[:, :, 0], atol=1e-12)
     np.testing.assert_allclose(back['params'][:, 9:], d.sizes)
     assert back['labels'].tolist() == [0, 1, 0, 1] and back['class_names'] == d.class_names
+    named = detections_from_msg(msg, labels=['box', 'mug'], id_names={0: 'mug', 1: 'box'})   # LabelInfo decides
+    assert named['class_names'] == d.class_names and named['labels'].tolist() == [1, 0, 1, 0]
+    assert detections_from_msg(msg)['class_names'] == ['0', '1', '0', '1']          # no labels: the id itself
     empty = detections_to_msg(Detections.empty(), _header())
     assert empty.detections == [] and detections_from_msg(empty)['params'].shape == (0, 12)
+
+
+def test_resolve_class_reads_both_conventions():
+    from string_perception.ros.messages import class_id_string, resolve_class
+    labels = ['box', 'cylinder', 'sphere']
+    assert class_id_string(np.int64(2)) == '2'
+    assert resolve_class('2', labels) == (2, 'sphere')                     # new: id indexes the labels
+    assert resolve_class('sphere', labels) == (2, 'sphere')                # old: the class name
+    assert resolve_class('7', labels) == (-1, '7') and resolve_class('cone', labels) == (-1, 'cone')
+    assert resolve_class('1', labels, {1: 'sphere'}) == (2, 'sphere')      # LabelInfo names the id
+    assert resolve_class('1', labels, {1: 'mug'}) == (-1, 'mug')
 
 
 @needs_msgs
@@ -114,7 +130,11 @@ def test_markers_replace_by_id_and_delete_leftovers():
     cube = m1.markers[0]
     assert (cube.scale.x, cube.scale.y, cube.scale.z) == tuple(d.sizes[0])
     assert cube.color.a == pytest.approx(0.3) and cube.lifetime.sec == 0 and cube.header.frame_id == 'cam_optical'
-    assert (cube.color.r, cube.color.g, cube.color.b) == pytest.approx(class_colour(0))
+    # class 0: hue 0.08, saturation 0.85, value 0.95 -> (v, v(1 - s(1 - f)), v(1 - s)) with f = 6 * 0.08 = 0.48
+    assert (cube.color.r, cube.color.g, cube.color.b) == pytest.approx((0.95, 0.95 * (1 - 0.85 * 0.52), 0.95 * 0.15))
+    assert (m1.markers[2].color.r, m1.markers[2].color.g, m1.markers[2].color.b) != \
+        pytest.approx((cube.color.r, cube.color.g, cube.color.b))                # class 1 looks different
+    assert (m1.markers[4].color.r, m1.markers[4].color.g) == (cube.color.r, cube.color.g)   # class 0 again
     assert m1.markers[1].text == 'mug 0.90'
     m2 = b.build(_dets(1), _header(13))
     actions = {(m.ns, m.id): m.action for m in m2.markers}
@@ -130,7 +150,9 @@ def test_markers_replace_by_id_and_delete_leftovers():
 def test_class_colours_are_distinct_and_stable():
     from string_perception.ros.markers import class_colour
     cols = [class_colour(i) for i in range(8)]
-    assert cols == [class_colour(i) for i in range(8)]
+    assert cols[0] == pytest.approx((0.95, 0.5301, 0.1425))          # hand-computed HSV (0.08, 0.85, 0.95)
+    # class 1: hue 0.08 + 0.618034 = 0.698034 -> sector 4, f = 0.188: (v(1 - s(1 - f)), v(1 - s), v)
+    assert cols[1] == pytest.approx((0.95 * (1 - 0.85 * 0.811796), 0.1425, 0.95), abs=1e-6)
     assert min(np.linalg.norm(np.subtract(a, b)) for i, a in enumerate(cols) for b in cols[i + 1:]) > 0.1
     assert all(0 <= c <= 1 for col in cols for c in col)
 
