@@ -31,6 +31,7 @@ __all__ = ['main', 'build_parser', 'DEMO_NODE_NAME']
 
 DEMO_NODE_NAME = 'string_perception_demo'
 DETECTIONS_TOPIC = '/string_perception/detections'
+LABEL_INFO_TOPIC = '/string_perception/label_info'
 NODE_START_TIMEOUT_S = 60.0
 SETTLE_S = 2.0               # wait this long after the last frame for the node's last answers
 
@@ -57,16 +58,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class DetectionListener:
-    """Subscribes to the node's detections; keeps every message with its receive time (executor thread)."""
+    """Subscribes to the node's detections (keeps every message with its receive time) and its LabelInfo (class
+    id -> name, latched), in the executor thread."""
 
     def __init__(self, node):
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from vision_msgs.msg import Detection3DArray
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from vision_msgs.msg import Detection3DArray, LabelInfo
+        from .ros.messages import label_map
         self.received: dict[int, tuple[Any, float]] = {}        # colour stamp ns -> (Detection3DArray, monotonic)
+        self.id_names: dict[int, str] | None = None             # from ~/label_info
         self.last = time.monotonic()
         self.lock = threading.Lock()
         node.create_subscription(Detection3DArray, DETECTIONS_TOPIC, self._on_msg,
                                  QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+        node.create_subscription(LabelInfo, LABEL_INFO_TOPIC, lambda m: setattr(self, 'id_names', label_map(m)),
+                                 QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                            durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
     def _on_msg(self, msg) -> None:
         from .ros.messages import stamp_to_ns
@@ -91,15 +98,17 @@ def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     return out
 
 
-def _label_list(*msgs) -> list[str]:
-    """The scene classes first, then any other class name the messages use."""
+def _label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
+    """The node's classes in id order (its LabelInfo; else the scene classes), then any other class name that
+    older messages (class_id = name) use."""
     from .scenes import CLASS_NAMES
-    names = list(CLASS_NAMES)
+    names = [id_names[k] for k in sorted(id_names)] if id_names else list(CLASS_NAMES)
     for m in msgs:
         for d in m.detections:
             for r in d.results[:1]:
-                if r.hypothesis.class_id not in names:
-                    names.append(r.hypothesis.class_id)
+                cid = str(r.hypothesis.class_id)
+                if not cid.isdigit() and cid not in names:
+                    names.append(cid)
     return names
 
 
@@ -218,7 +227,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     gt_msgs = _ground_truth(bag, topics['ground_truth']) if topics.get('ground_truth') else {}
     with listener.lock:
         received = dict(listener.received)
-    labels = _label_list(*gt_msgs.values(), *(m for m, _ in received.values()))
+    labels = _label_list(listener.id_names, *gt_msgs.values(), *(m for m, _ in received.values()))
     order = sorted(published)
     preds, gts, per_frame, latencies = [], [], [], []
     for i, stamp in enumerate(order):
@@ -226,7 +235,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
             print(f'frame {i:3d} stamp {stamp / 1e9:.3f}: no detections (dropped: the node keeps the newest frame)')
             continue
         msg, t_recv = received[stamp]
-        pred = detections_from_msg(msg, labels)
+        pred = detections_from_msg(msg, labels, listener.id_names)
         gt = detections_from_msg(gt_msgs[stamp], labels) if stamp in gt_msgs else None
         latency_ms = (t_recv - published[stamp]) * 1e3
         latencies.append({'total_ms': latency_ms})

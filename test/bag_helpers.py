@@ -30,12 +30,14 @@ def ground_truth(f) -> dict:
 def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8', depth: str = '16UC1',
               camera_info: bool = True, gt: bool = True, depth_offset_ns=None, colour_encoding: str | None = None,
               depth_encoding: str | None = None, depth_step: int | None = None,
-              depth_transport: str = 'raw') -> Path:
+              depth_transport: str = 'raw', gt_class_ids: str = 'names') -> Path:
     """One bag: colour (rgb8 raw Image, or 'png'/'jpeg' CompressedImage), depth (16UC1 mm or 32FC1 m),
-    CameraInfo, ground truth; ``depth_transport='compressedDepth'`` writes depth as image_transport's
-    compressedDepth on <depth>/compressedDepth. ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the
-    encoding field (to make unsupported-encoding frames); ``depth_step`` overrides the depth row stride (to
-    make a data length that does not match step x height)."""
+    CameraInfo, ground truth. ``depth_transport='compressedDepth'`` writes depth as image_transport's
+    compressedDepth on <depth>/compressedDepth; ``gt_class_ids``: ground-truth class_id as 'names' (older bags),
+    'ids' or 'ids+label_info' (integer ids, with a LabelInfo on /ground_truth/label_info).
+    ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the encoding field (to make
+    unsupported-encoding frames); ``depth_step`` overrides the depth row stride (to make a data length that does
+    not match step x height)."""
     with BagWriter(path, storage=storage) as bag:
         for i, f in enumerate(fs):
             stamp = START_NS + i * PERIOD_NS
@@ -62,7 +64,13 @@ def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8',
             if camera_info:
                 bag.write(DEFAULT_TOPICS.camera_info, M.camera_info_msg(f.K, H, W, stamp, FRAME_ID), stamp + 3_000_000)
             if gt:
-                names = [CLASS_NAMES[int(k)] for k in f.labels]
+                if gt_class_ids == 'names':                      # the older convention: class_id = class name
+                    names = [CLASS_NAMES[int(k)] for k in f.labels]
+                else:                                             # vision_msgs': integer id (+ LabelInfo)
+                    names = [str(int(k)) for k in f.labels]
+                    if gt_class_ids == 'ids+label_info' and i == 0:
+                        bag.write(DEFAULT_TOPICS.ground_truth.rsplit('/', 1)[0] + '/label_info',
+                                  M.label_info_msg(CLASS_NAMES, stamp, FRAME_ID), stamp)
                 bag.write(DEFAULT_TOPICS.ground_truth,
                           M.detections_msg(f.translations, f.rotations, f.sizes, names, None, stamp, FRAME_ID),
                           stamp + 6_000_000)

@@ -99,7 +99,7 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
         for d in dets:
             stamp = d.header.stamp.sec * 10**9 + d.header.stamp.nanosec
             ref = offline[stamp]                          # KeyError: a stamp that no input frame had
-            assert [x.results[0].hypothesis.class_id for x in d.detections] == list(ref.class_names)
+            assert [x.results[0].hypothesis.class_id for x in d.detections] == [str(k) for k in ref.class_ids]
             np.testing.assert_allclose([x.results[0].hypothesis.score for x in d.detections], ref.scores, atol=1e-6)
             np.testing.assert_allclose([[x.bbox.center.position.x, x.bbox.center.position.y,
                                          x.bbox.center.position.z] for x in d.detections],

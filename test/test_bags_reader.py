@@ -69,6 +69,28 @@ def test_compressed_depth_topics_are_found_and_decoded(tmp_path, fs, depth):
             np.testing.assert_allclose(g.depth[ok], m[ok], rtol=m.max() / 10100 * 1.01)
 
 
+@pytest.mark.parametrize('style', ['names', 'ids', 'ids+label_info'])
+def test_ground_truth_class_ids_old_and_new(tmp_path, fs, style):
+    """Older bags name the class in class_id; new ones carry the integer id (vision_msgs), named by the bag's
+    LabelInfo when it has one, else by position in the reader's class_names. All read the same."""
+    bag = write_bag(tmp_path / 'bag', fs, gt_class_ids=style)
+    with BagFrameReader(bag) as reader:
+        got = list(reader)
+        assert (reader.topics['label_info'] is not None) == (style == 'ids+label_info')
+    for f, g in zip(fs, got):
+        assert g.ground_truth['labels'].tolist() == [int(k) for k in f.labels]
+        assert g.ground_truth['class_names'] == [CLASS_NAMES[k] for k in f.labels]
+    # the LabelInfo decides, not the reader's label order: reversed labels move the indices, not the names
+    with BagFrameReader(bag, class_names=CLASS_NAMES[::-1]) as reader:
+        g = next(iter(reader))
+    names = [CLASS_NAMES[k] for k in fs[0].labels]
+    if style == 'ids':       # no LabelInfo: ids index the reader's class_names
+        assert g.ground_truth['class_names'] == [CLASS_NAMES[::-1][k] for k in fs[0].labels]
+    else:
+        assert g.ground_truth['class_names'] == names
+        assert g.ground_truth['labels'].tolist() == [CLASS_NAMES[::-1].index(n) for n in names]
+
+
 def test_unmatched_depth_stamps_are_skipped_with_a_reason_and_the_rest_is_read(tmp_path, fs):
     bag = write_bag(tmp_path / 'bag', fs, depth_offset_ns=lambda i: 80_000_000 if i == 1 else 2_000_000)
     with BagFrameReader(bag) as reader:

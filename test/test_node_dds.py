@@ -42,7 +42,6 @@ def test_node_over_dds_matches_offline_pipeline(tmp_path, model_path, record_pro
     from string_perception.box_ops import quaternion_to_rotation, rotation_to_6d
     from string_perception.metrics import average_best_iou
     from string_perception.ros.node import READY_LINE, node_command
-    from string_perception.scenes import CLASS_NAMES
 
     pipe, offline, gts = _offline(model_path)
     total_ms = percentile([r.timings['total_ms'] for r in offline.values()], 95)
@@ -97,7 +96,7 @@ def test_node_over_dds_matches_offline_pipeline(tmp_path, model_path, record_pro
     for s, d in sorted(dets.items()):
         ref = offline[stamp_to_seed[s]].detections
         total_boxes += len(ref)
-        assert d['class_ids'] == list(ref.class_names)
+        assert d['class_ids'] == [str(int(k)) for k in ref.class_ids]      # vision_msgs: the id as a string
         np.testing.assert_allclose(np.array(d['scores']).reshape(-1), ref.scores, atol=1e-6)
         np.testing.assert_allclose(np.array(d['translations']).reshape(-1, 3), ref.translations, atol=1e-6)
         np.testing.assert_allclose(np.array(d['sizes']).reshape(-1, 3), ref.sizes, atol=1e-6)
@@ -106,8 +105,7 @@ def test_node_over_dds_matches_offline_pipeline(tmp_path, model_path, record_pro
         R = quaternion_to_rotation(q) if len(q) else np.zeros((0, 3, 3))
         params = np.concatenate([np.array(d['translations']).reshape(-1, 3), rotation_to_6d(R).reshape(-1, 6),
                                  np.array(d['sizes']).reshape(-1, 3)], axis=1)
-        names = list(CLASS_NAMES)
-        labels = [names.index(c) if c in names else -1 for c in d['class_ids']]
+        labels = [int(c) for c in d['class_ids']]
         preds.append({'params': params, 'labels': labels})
         offline_preds.append({'params': np.concatenate([ref.translations, rotation_to_6d(ref.rotations).reshape(-1, 6),
                                                         ref.sizes], axis=1), 'labels': labels})

@@ -14,7 +14,7 @@ from ..ros.image_conversion import array_to_compressed_imgmsg, array_to_imgmsg
 from .typestore import make_typestore
 
 __all__ = ['header', 'image_msg', 'compressed_image_msg', 'compressed_depth_msg', 'camera_info_msg', 'detections_msg',
-           'msg_type']
+           'label_info_msg', 'msg_type']
 
 NS = 1_000_000_000
 
@@ -72,10 +72,20 @@ def camera_info_msg(K: np.ndarray, height: int, width: int, stamp_ns: int, frame
         roi=Roi(x_offset=0, y_offset=0, height=0, width=0, do_rectify=False))
 
 
+def label_info_msg(names: Sequence[str], stamp_ns: int, frame_id: str, threshold: float = 0.0):
+    """vision_msgs/LabelInfo: class id i -> ``names[i]`` (what a Detection3DArray with integer class ids needs)."""
+    VisionClass = msg_type('vision_msgs/msg/VisionClass')
+    return msg_type('vision_msgs/msg/LabelInfo')(
+        header=header(stamp_ns, frame_id), class_map=[VisionClass(class_id=i, class_name=str(n))
+                                                      for i, n in enumerate(names)], threshold=float(threshold))
+
+
 def detections_msg(translations: np.ndarray, rotations: np.ndarray, sizes: np.ndarray, class_names: Sequence[str],
                    scores: Sequence[float] | None, stamp_ns: int, frame_id: str) -> Any:
     """vision_msgs/Detection3DArray: one Detection3D per box (``translations[M,3]``, ``rotations[M,3,3]``,
-    ``sizes[M,3]``; score 1 when ``scores`` is None, as for ground truth), laid out like the node's output."""
+    ``sizes[M,3]``; score 1 when ``scores`` is None, as for ground truth), laid out like the node's output.
+    ``class_names[i]`` is written as the class_id: pass integer ids as strings (the node's and vision_msgs'
+    convention, with a :func:`label_info_msg`) or names (the bundled recording's older convention)."""
     t = np.asarray(translations, np.float64).reshape(-1, 3)
     R = np.asarray(rotations, np.float64).reshape(-1, 3, 3)
     s = np.asarray(sizes, np.float64).reshape(-1, 3)

@@ -32,7 +32,7 @@ import numpy as np
 from ..ros.frame_checks import check_image_layout
 from ..ros.compressed_depth import decode_compressed_depth
 from ..ros.image_conversion import ImageEncodingError, compressed_imgmsg_to_array, imgmsg_to_array
-from ..ros.messages import camera_info_to_k, detections_from_msg
+from ..ros.messages import camera_info_to_k, detections_from_msg, label_map
 from ..ros.params import defaults as node_defaults
 from ..scenes import CLASS_NAMES
 from .topics import COMPRESSED, DEFAULT_TOPICS, CameraTopics, resolve_topics
@@ -189,6 +189,7 @@ class BagFrameReader:
             self.topics, notes = resolve_topics(types, topics)
             self.report.topics, self.report.notes = dict(self.topics), notes
             self._check_topics(types)
+            self.gt_id_names = self._label_map()
             self.plans = self._plan()
         except BaseException:
             self.close()
@@ -215,6 +216,16 @@ class BagFrameReader:
                            f'  topics in the bag: {listing}')
         if self.topics['camera_info'] is None:
             self.report.notes.append('no CameraInfo topic: using the --intrinsics given for every frame')
+
+    def _label_map(self) -> dict[int, str] | None:
+        """Class id -> name from the ground truth's LabelInfo (``<gt namespace>/label_info``), None when the bag
+        has none (then integer class ids index ``class_names``; older bags carry class names)."""
+        for _, conn, _, raw in self._messages('label_info'):
+            try:
+                return label_map(self._deserialize(raw, conn.msgtype))
+            except ValueError as e:
+                self.report.notes.append(f'{conn.topic}: unreadable LabelInfo ({e}); ignored')
+        return None
 
     def _connections(self, *roles: str):
         wanted = {self.topics[r] for r in roles if self.topics.get(r)}
@@ -346,7 +357,7 @@ class BagFrameReader:
             K, hw = self.intrinsics, None
         gt = None
         if p.gt is not None:
-            gt = detections_from_msg(p.gt, self.class_names)
+            gt = detections_from_msg(p.gt, self.class_names, self.gt_id_names)
         return BagFrame(index=p.index, stamp_ns=p.stamp_ns, frame_id=p.frame_id, rgb=rgb, encoding=enc,
                         depth=depth, depth_encoding=depth_enc, K=np.array(K, np.float64), info_hw=hw,
                         ground_truth=gt, log_time_ns=p.log_time_ns)

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import Mapping
 
 __all__ = ['CameraTopics', 'DEFAULT_TOPICS', 'IMAGE', 'COMPRESSED', 'CAMERA_INFO', 'DETECTIONS', 'MARKERS',
-           'resolve_topics']
+           'LABEL_INFO', 'resolve_topics']
 
 IMAGE = 'sensor_msgs/msg/Image'
 COMPRESSED = 'sensor_msgs/msg/CompressedImage'
 CAMERA_INFO = 'sensor_msgs/msg/CameraInfo'
 DETECTIONS = 'vision_msgs/msg/Detection3DArray'
 MARKERS = 'visualization_msgs/msg/MarkerArray'
+LABEL_INFO = 'vision_msgs/msg/LabelInfo'
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,8 @@ def resolve_topics(types: Mapping[str, str],
     }
     gt = wanted.ground_truth
     out['ground_truth'] = gt if types.get(gt) == DETECTIONS else None
+    labels = gt.rsplit('/', 1)[0] + '/label_info'      # class id -> name of ground truth with integer class ids
+    out['label_info'] = labels if out['ground_truth'] and types.get(labels) == LABEL_INFO else None
     if out['ground_truth'] is None:
         notes.append(f'no ground truth ({gt}, {DETECTIONS}) in the bag: metrics are skipped')
     return out, notes

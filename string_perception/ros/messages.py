@@ -1,10 +1,12 @@
 """Pipeline results <-> ROS messages, without a node: testable with the message packages alone (no rclpy context).
 
 - :func:`detections_to_msg`: ``Detections`` -> vision_msgs/Detection3DArray (bbox centre pose in metres,
-  quaternion x, y, z, w; size = full edge lengths; id = track id or empty; one result per box: class_id = label
-  string, score in [0, 1]);
-  :func:`detections_from_msg` is the inverse used by listeners, the demo and the tests.
-- :func:`label_info_msg`: class names as vision_msgs/LabelInfo (class_id = index into the model's labels).
+  quaternion x, y, z, w; size = full edge lengths; id = track id or empty; one result per box: class_id = the
+  integer class id as a string (vision_msgs' convention), score in [0, 1]);
+  :func:`detections_from_msg` is the inverse used by listeners, the demo, the bag tools and the tests; it also
+  reads older messages whose class_id is the class name.
+- :func:`label_info_msg`: vision_msgs/LabelInfo mapping each class id (index into the model's labels) to its
+  name, published once (transient local) on ``~/label_info``.
 - :func:`tensor_to_image` / :func:`image_to_tensor`: the policy embedding ([D] -> 32FC1 Image, height 1,
   width D) and the token grid ([N, D] -> height N, width D). Tensor-as-image keeps the header, records in bags and
   needs no custom message.
@@ -14,7 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +24,8 @@ from ..box_ops import rotation_to_6d, rotation_to_quaternion, quaternion_to_rota
 from ..runtime.postprocess import Detections
 from .image_conversion import array_to_imgmsg, imgmsg_to_array
 
-__all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'label_info_msg',
+__all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'class_id_string',
+           'resolve_class', 'label_map', 'label_info_msg',
            'tensor_to_image', 'image_to_tensor', 'camera_info_to_k', 'transform_detections']
 
 
@@ -58,7 +61,7 @@ def detections_to_msg(dets: Detections, header: Any, ids: Sequence[int] | None =
         s = dets.sizes[i]
         det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = float(s[0]), float(s[1]), float(s[2])
         hyp = ObjectHypothesisWithPose()
-        hyp.hypothesis.class_id = str(dets.class_names[i])
+        hyp.hypothesis.class_id = class_id_string(dets.class_ids[i])
         hyp.hypothesis.score = float(dets.scores[i])
         hyp.pose.pose = c
         det.results.append(hyp)
@@ -66,22 +69,54 @@ def detections_to_msg(dets: Detections, header: Any, ids: Sequence[int] | None =
     return arr
 
 
-def detections_from_msg(msg: Any, labels: Sequence[str] | None = None) -> dict[str, Any]:
+def class_id_string(class_id: int) -> str:
+    """``ObjectHypothesis.class_id`` as vision_msgs means it: the integer class id as a string, the key of
+    LabelInfo's ``class_map`` (which gives the name)."""
+    return str(int(class_id))
+
+
+def resolve_class(class_id: str, labels: Sequence[str] | None = None,
+                  id_names: Mapping[int, str] | None = None) -> tuple[int, str]:
+    """(index into ``labels`` or -1, class name) of a ``class_id`` from a new message (an integer id, named by
+    ``id_names`` = a LabelInfo's map when given, else by position in ``labels``) or an old one (the class name)."""
+    labels = list(labels or ())
+    text = str(class_id).strip()
+    if text.isdigit():
+        k = int(text)
+        if id_names is not None:
+            name = id_names.get(k, text)
+            return (labels.index(name) if name in labels else -1), name
+        if k < len(labels):
+            return k, labels[k]
+        return -1, text
+    return (labels.index(text) if text in labels else -1), text       # old messages: class_id = class name
+
+
+def label_map(info: Any) -> dict[int, str]:
+    """vision_msgs/LabelInfo -> {class id: class name}."""
+    return {int(c.class_id): str(c.class_name) for c in info.class_map}
+
+
+def detections_from_msg(msg: Any, labels: Sequence[str] | None = None,
+                        id_names: Mapping[int, str] | None = None) -> dict[str, Any]:
     """Detection3DArray -> ``{'params': [M,12], 'labels': [M] (index into ``labels``, -1 if unknown),
-    'class_names': [M], 'scores': [M], 'quaternions_xyzw': [M,4]}`` (the metrics' prediction format)."""
-    params, names, scores, quats = [], [], [], []
+    'class_names': [M], 'scores': [M], 'quaternions_xyzw': [M,4]}`` (the metrics' prediction format). Reads both
+    conventions of ``class_id`` (:func:`resolve_class`): integer ids (``id_names`` from the publisher's LabelInfo,
+    else ids index ``labels``) and, from older recordings, class names."""
+    params, names, indices, scores, quats = [], [], [], [], []
     for det in msg.detections:
         p, o, s = det.bbox.center.position, det.bbox.center.orientation, det.bbox.size
         q = np.array([o.x, o.y, o.z, o.w], np.float64)
         R = quaternion_to_rotation(q)                                         # [3,3]
         params.append(np.concatenate([[p.x, p.y, p.z], rotation_to_6d(R), [s.x, s.y, s.z]]))   # [12]
         hyp = det.results[0].hypothesis if det.results else None
-        names.append(hyp.class_id if hyp else '')
+        k, name = resolve_class(hyp.class_id, labels, id_names) if hyp else (-1, '')
+        indices.append(k)
+        names.append(name)
         scores.append(hyp.score if hyp else 0.0)
         quats.append(q)
-    index = {n: i for i, n in enumerate(labels or ())}
     return {'params': np.array(params, np.float64).reshape(-1, 12),
-            'labels': np.array([index.get(n, -1) for n in names], np.int64),
+            'labels': np.array(indices, np.int64),
             'class_names': names, 'scores': np.array(scores, np.float64),
             'quaternions_xyzw': np.array(quats, np.float64).reshape(-1, 4)}
 

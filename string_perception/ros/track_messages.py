@@ -22,7 +22,7 @@ import numpy as np
 
 from ..box_ops import rotation_to_quaternion
 from ..runtime.tracking import Tracks
-from .messages import copy_header, tensor_to_image
+from .messages import class_id_string, copy_header, tensor_to_image
 
 __all__ = ['tracks_to_msg', 'track_velocities_image', 'tracks_to_transforms', 'transform_tracks',
            'TfMessagePublisher', 'make_transform_broadcaster', 'TF_TOPIC']
@@ -46,7 +46,7 @@ def tracks_to_msg(tracks: Tracks, header: Any):
                                                                               tracks.quaternions_xyzw[i])
         det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = (float(v) for v in tracks.sizes[i])
         hyp = ObjectHypothesisWithPose()
-        hyp.hypothesis.class_id = str(tracks.class_names[i])
+        hyp.hypothesis.class_id = class_id_string(tracks.class_ids[i])
         hyp.hypothesis.score = float(tracks.scores[i])
         hyp.pose.pose = c
         det.results.append(hyp)
