@@ -39,7 +39,7 @@ def test_tracks_velocities_and_transforms_messages():
     assert tracks.ids.tolist() == [1, 2]
     msg = tracks_to_msg(tracks, _Header)
     assert [d.id for d in msg.detections] == ['1', '2'] and msg.header.frame_id == 'cam_optical'
-    assert [d.results[0].hypothesis.class_id for d in msg.detections] == ['cube', 'ball']
+    assert [d.results[0].hypothesis.class_id for d in msg.detections] == ['0', '1']     # ids; LabelInfo names them
     assert msg.detections[0].bbox.center.position.x == pytest.approx(0.1, abs=1e-6)
     vel = image_to_tensor(track_velocities_image(tracks, _Header))              # [T,4]
     np.testing.assert_allclose(vel, [[1, 0.5, 0, 0], [2, 0, 0, 0]], atol=1e-5)
