@@ -17,7 +17,7 @@ from string_perception.sim.objects import geom_vertices_in_body  # noqa: E402
 CELLS = ('aloha', 'kuka')
 SEEDS = range(3)
 EXACT = {cell: SimConfig.noise_free(cell=cell, height=96, width=128, mesh_object_fraction=0.3) for cell in CELLS}
-SUPPORT_Z = {'aloha': {'table': 0.0, 'floor': -0.75}, 'kuka': {'table': 0.625, 'tray_base': 0.64, 'floor': 0.0}}
+SUPPORT_Z = {'aloha': {'table_box': 0.0, 'floor': -0.75}, 'kuka': {'table': 0.625, 'tray_base': 0.64, 'floor': 0.0}}
 
 
 @pytest.fixture(scope='module')

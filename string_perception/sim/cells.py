@@ -53,6 +53,12 @@ def aloha_cell() -> Cell:
     for key in list(spec.keys):
         spec.delete(key)
     _floor(spec, -0.75, [0.45, 0.42, 0.4, 1])
+    # the tabletop mesh is a 1.219 x 0.762 x 0.03 m slab: it stays the visual, a box of the same extent collides
+    # (mesh-primitive contacts left capsules and cones 3-5 mm deep in the mesh)
+    table = spec.geom('table')
+    table.contype, table.conaffinity = 0, 0
+    spec.body('table').add_geom(name='table_box', type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.6096, 0.381, 0.015],
+                                pos=[0, 0, -0.015], group=3, rgba=[0.2, 0.2, 0.2, 1])
     sides = ('left', 'right')
     joints = tuple(f'vx300s_{s}/{j}' for s in sides for j in ('waist', 'shoulder', 'elbow', 'forearm_roll',
                                                               'wrist_angle', 'wrist_rotate', 'left_finger',

@@ -18,7 +18,7 @@ from .camera import CameraDraw, sample_camera, set_model_camera
 from .cells import Cell, build_cell
 from .classes import SIM_CLASS_NAMES
 from .config import SimConfig
-from .objects import add_object, body_boxes, sample_objects
+from .objects import MAX_OBJECTS, add_object, add_object_meshes, body_boxes, sample_objects
 from .physics import Indexing, index_model, park_objects, place_objects, sample_arms, settle
 from .render import SceneRenderer
 
@@ -60,6 +60,10 @@ def _compile(cell: Cell, objects, cfg: SimConfig, canvas_hw) -> mujoco.MjModel:
     spec = cell.spec
     spec.compiler.inertiagrouprange = [0, 5]
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    # MuJoCo 3.8's native CCD left a cone lying on its side 4 mm deep in a box (measured); libccd + multi-CCD
+    # contacts rest it at 0.04 mm like the primitives
+    spec.option.disableflags |= mujoco.mjtDisableBit.mjDSBL_NATIVECCD
+    add_object_meshes(spec, objects)
     for i, obj in enumerate(objects):
         add_object(spec, i, obj)
     spec.worldbody.add_camera(name=_CAMERA)
@@ -157,7 +161,8 @@ def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
     t_c = (t_w - cam.p_wc) @ cam.R_wc                                               # [O,3]
     R_c = np.einsum('ji,ojk->oik', cam.R_wc, R_w)                                   # [O,3,3] R_wc^T R_w
 
-    renderer = SceneRenderer(model, cam_id)
+    renderer = SceneRenderer(model, cam_id, cache_key=cfg.cell,
+                             slot_meshes=[model.mesh(f'obj{i}/mesh').id for i in range(MAX_OBJECTS)])
     try:
         rgb_c, z_c = renderer.color_depth(data, hc, wc)
         seg_c = renderer.geom_ids(data, hc, wc)

@@ -70,8 +70,31 @@ def cone_vertices(radius: float, height: float) -> np.ndarray:
     return np.concatenate([ring, [[0.0, 0.0, height / 2]]])
 
 
+MAX_OBJECTS = 12
+_PLACEHOLDER = [0.0, 0.0, 0.0, 1e-3, 0.0, 0.0, 0.0, 1e-3, 0.0, 0.0, 0.0, 1e-3]   # a tiny tetrahedron
+
+
+def add_object_meshes(spec: mujoco.MjSpec, objects) -> None:
+    """Mesh assets ``obj<i>/mesh`` for i < MAX_OBJECTS, a placeholder where object i is a primitive or absent:
+    every model of a cell then has the same meshes in the same order up to these slots, so one render context
+    serves all frames and only the slots are uploaded again (render.SceneRenderer)."""
+    for i in range(MAX_OBJECTS):
+        obj = objects[i] if i < len(objects) else None
+        name = f'obj{i}/mesh'
+        if obj is not None and obj.label == CONE:
+            hx, hz = 0.5 * obj.size[0], 0.5 * obj.size[2]
+            mesh = spec.add_mesh(name=name, uservert=cone_vertices(hx, 2 * hz).ravel().tolist())
+        elif obj is not None and obj.label == OBJECT:
+            s = obj.mesh_scale
+            mesh = spec.add_mesh(name=name, file=obj.mesh_file, scale=[s, s, s])
+        else:
+            mesh = spec.add_mesh(name=name, uservert=_PLACEHOLDER)
+        mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX   # blob meshes need not be watertight
+
+
 def add_object(spec: mujoco.MjSpec, index: int, obj: ObjectSpec) -> None:
-    """A free body ``obj<index>`` with one geom ``obj<index>/geom`` (parked at the origin; placed later)."""
+    """A free body ``obj<index>`` with one geom ``obj<index>/geom`` (parked at the origin; placed later); meshes
+    come from add_object_meshes."""
     body = spec.worldbody.add_body(name=f'obj{index}')
     body.add_freejoint(name=f'obj{index}/free').damping = [0.002, 0, 0]   # stops slow rolling / spinning
     geom = dict(name=f'obj{index}/geom', rgba=list(obj.rgba), friction=[0.9, 0.005, 0.0005], condim=6)
@@ -84,15 +107,9 @@ def add_object(spec: mujoco.MjSpec, index: int, obj: ObjectSpec) -> None:
         body.add_geom(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[hx, 0, 0], **geom)
     elif obj.label == CAPSULE:
         body.add_geom(type=mujoco.mjtGeom.mjGEOM_CAPSULE, size=[hx, max(hz - hx, 1e-4), 0], **geom)
-    elif obj.label == CONE:
-        mesh = spec.add_mesh(name=f'obj{index}/mesh', uservert=cone_vertices(hx, 2 * hz).ravel().tolist())
-        mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX
-        body.add_geom(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f'obj{index}/mesh', **geom)
     else:
-        s = obj.mesh_scale
-        mesh = spec.add_mesh(name=f'obj{index}/mesh', file=obj.mesh_file, scale=[s, s, s])
-        mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX   # blob meshes need not be watertight
-        body.add_geom(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f'obj{index}/mesh', density=400, **geom)
+        density = 1000 if obj.label == CONE else 400
+        body.add_geom(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f'obj{index}/mesh', density=density, **geom)
 
 
 def geom_vertices_in_body(model: mujoco.MjModel, geom_id: int) -> np.ndarray:

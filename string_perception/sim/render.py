@@ -1,8 +1,11 @@
 """Offscreen MuJoCo rendering (MUJOCO_GL=osmesa without a GPU): colour + metric z-depth in one pass, geom-id
 segmentation, and per-object 'alone' silhouettes for the visibility fraction.
 
-One GL context per process (made on first use; contexts do not survive fork), one MjrContext per compiled model.
-Viewports smaller than the offscreen buffer are rendered and read back, so one context serves every image size.
+One GL context per process (made on first use; contexts do not survive fork). Making a MuJoCo render context
+uploads every mesh (the arms: ~40% of a frame's CPU time at 128x128), so a context is kept per process and
+`cache_key` and reused for the next model with the same mesh count and offscreen size; only `slot_meshes` (the
+per-frame object meshes) are uploaded again. Viewports smaller than the offscreen buffer are rendered and read
+back, so one context serves several image sizes.
 """
 from __future__ import annotations
 
@@ -14,6 +17,22 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 _GL: dict = {}
+_CONTEXTS: dict = {}     # (pid, cache_key) -> (MjrContext, nmesh, offwidth, offheight)
+
+
+def _gl_class():
+    """The GLContext class of MUJOCO_GL (default osmesa), imported directly: `import mujoco` picks its default
+    backend when first imported, possibly before this module set MUJOCO_GL."""
+    backend = os.environ.get('MUJOCO_GL', 'osmesa').lower()
+    if backend == 'osmesa':
+        from mujoco.osmesa import GLContext
+    elif backend == 'egl':
+        from mujoco.egl import GLContext
+    elif backend == 'glfw':
+        from mujoco.glfw import GLContext
+    else:
+        raise RuntimeError(f'MUJOCO_GL={backend!r}: expected osmesa (no GPU, libosmesa6), egl or glfw')
+    return GLContext
 
 
 def _gl_context(width: int, height: int):
@@ -24,7 +43,7 @@ def _gl_context(width: int, height: int):
         if ctx is not None:
             ctx[0].free()
         w, h = max(width, 640), max(height, 480)
-        gl = mujoco.GLContext(w, h)
+        gl = _gl_class()(w, h)
         ctx = (gl, w, h)
         _GL[key] = ctx
     ctx[0].make_current()
@@ -34,20 +53,34 @@ def _gl_context(width: int, height: int):
 class SceneRenderer:
     """Renders one compiled model through its camera `cam_id`; the model's offscreen buffer bounds the size."""
 
-    def __init__(self, model: mujoco.MjModel, cam_id: int):
+    def __init__(self, model: mujoco.MjModel, cam_id: int, cache_key: str | None = None, slot_meshes=()):
         self.model = model
-        _gl_context(model.vis.global_.offwidth, model.vis.global_.offheight)
+        size = (model.vis.global_.offwidth, model.vis.global_.offheight)
+        _gl_context(*size)
         self.scene = mujoco.MjvScene(model, maxgeom=2000)
         self.option = mujoco.MjvOption()
         self.pert = mujoco.MjvPerturb()
         self.camera = mujoco.MjvCamera()
         self.camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
         self.camera.fixedcamid = cam_id
-        self.context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_50)
+        self.cache_key = cache_key
+        cached = _CONTEXTS.get((os.getpid(), cache_key)) if cache_key is not None else None
+        if cached is not None and cached[1:] == (model.nmesh, *size):
+            self.context = cached[0]
+            for mesh_id in slot_meshes:
+                mujoco.mjr_uploadMesh(model, self.context, int(mesh_id))
+        else:
+            if cached is not None:
+                cached[0].free()
+            self.context = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_50)
+            if cache_key is not None:
+                _CONTEXTS[(os.getpid(), cache_key)] = (self.context, model.nmesh, *size)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.context)
 
     def close(self) -> None:
-        self.context.free()
+        """Free the render context unless it is kept for the next frame."""
+        if self.cache_key is None:
+            self.context.free()
 
     def _draw(self, data, height: int, width: int, segment: bool):
         mujoco.mjv_updateScene(self.model, data, self.option, self.pert, self.camera, mujoco.mjtCatBit.mjCAT_ALL,
