@@ -3,7 +3,8 @@
 - ``frame-publisher``: generates scenes (``string_perception.scenes``, given seeds), waits until the node
   subscribes to all three topics and the listener is ready, then plays rgb8 Image + 16UC1 depth Image +
   CameraInfo with one stamp per frame at a fixed rate (best effort, as camera drivers do); writes
-  ``{seed: stamp_ns}`` as JSON.
+  ``{seed: stamp_ns}`` as JSON. ``--moving``: one scene whose objects move (``scenes.sequence``), frames keyed by
+  index instead of seed.
 - ``output-listener``: subscribes to the node's outputs (detections, markers, embedding, label_info,
   /diagnostics); writes what it received, keyed by header stamp, as JSON once the publisher is done and the
   outputs went quiet.
@@ -29,6 +30,7 @@ def frame_publisher(a) -> int:
 
     from string_perception.ros.image_conversion import array_to_imgmsg
     from string_perception.scenes import SceneConfig, generate_frame
+    from string_perception.scenes.sequence import SequenceConfig, generate_sequence
 
     rclpy.init()
     node = rclpy.create_node('sp_test_frame_publisher')
@@ -39,8 +41,10 @@ def frame_publisher(a) -> int:
     try:
         cfg = SceneConfig(height=a.height, width=a.width)
         frames = []
+        if a.moving:
+            seq = [s.frame for s in generate_sequence(a.first_seed, SequenceConfig(frames=a.frames), cfg)]
         for seed in range(a.first_seed, a.first_seed + a.frames):   # generated before playing: steady 30 Hz
-            f = generate_frame(seed, cfg)
+            f = seq[seed - a.first_seed] if a.moving else generate_frame(seed, cfg)
             info = CameraInfo(height=a.height, width=a.width, distortion_model='plumb_bob')
             info.k = [float(v) for v in f.K.reshape(-1)]
             info.p = [float(f.K[0, 0]), 0.0, float(f.K[0, 2]), 0.0, 0.0, float(f.K[1, 1]), float(f.K[1, 2]), 0.0,
@@ -86,7 +90,8 @@ def output_listener(a) -> int:
     rclpy.init()
     node = rclpy.create_node('sp_test_output_listener')
     ns = a.node_ns
-    got = {'detections': {}, 'markers': {}, 'embedding': {}, 'diagnostics': [], 'label_info': None}
+    got = {'detections': {}, 'markers': {}, 'embedding': {}, 'diagnostics': [], 'label_info': None, 'tracks': {},
+           'tf': []}
     last = [time.monotonic()]
 
     def on_det(msg):
@@ -102,6 +107,7 @@ def output_listener(a) -> int:
                              d.bbox.center.orientation.w] for d in msg.detections],
             'sizes': [[d.bbox.size.x, d.bbox.size.y, d.bbox.size.z] for d in msg.detections],
             'class_ids': [d.results[0].hypothesis.class_id for d in msg.detections],
+            'ids': [d.id for d in msg.detections],
             'scores': [d.results[0].hypothesis.score for d in msg.detections]}
         last[0] = time.monotonic()
 
@@ -131,6 +137,13 @@ def output_listener(a) -> int:
     node.create_subscription(Image, f'{ns}/embedding', on_emb, _qos('reliable', 50))
     node.create_subscription(DiagnosticArray, '/diagnostics', on_diag, _qos('reliable', 10))
     node.create_subscription(LabelInfo, f'{ns}/label_info', on_info, _qos('latched', 1))
+    if a.tracking:
+        from tf2_msgs.msg import TFMessage
+        node.create_subscription(Detection3DArray, f'{ns}/tracks', lambda m: got['tracks'].__setitem__(
+            str(stamp_to_ns(m.header.stamp)), [d.id for d in m.detections]), _qos('reliable', 50))
+        node.create_subscription(TFMessage, '/tf', lambda m: got['tf'].extend(
+            [t.header.frame_id, t.child_frame_id, stamp_to_ns(t.header.stamp)] for t in m.transforms),
+            _qos('reliable', 100))
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     deadline = time.monotonic() + a.timeout
@@ -166,6 +179,7 @@ def main(argv=None) -> int:
     pub.add_argument('--wait', type=float, default=30.0)
     pub.add_argument('--settle', type=float, default=0.5)
     pub.add_argument('--linger', type=float, default=1.0)
+    pub.add_argument('--moving', action='store_true', help='one scene with moving objects (scenes.sequence)')
     lis = sub.add_parser('output-listener')
     lis.add_argument('--node-ns', default='/string_perception')
     lis.add_argument('--out', required=True)
@@ -173,6 +187,7 @@ def main(argv=None) -> int:
     lis.add_argument('--publisher-done', required=True, help="the publisher's --out file")
     lis.add_argument('--timeout', type=float, default=50.0)
     lis.add_argument('--quiet', type=float, default=1.5, help='seconds without detections before stopping')
+    lis.add_argument('--tracking', action='store_true', help='also record ~/tracks ids and /tf')
     a = ap.parse_args(argv)
     return {'frame-publisher': frame_publisher, 'output-listener': output_listener}[a.role](a)
 

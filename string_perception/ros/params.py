@@ -123,7 +123,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('track_association', 'string', 'distance',
               'association cost: distance (centre distance, gate track_max_distance) or iou (3D IoU, gate '
               'track_min_iou)', choices=('distance', 'iou')),
-    ParamSpec('track_max_distance', 'double', 0.1,
+    ParamSpec('track_max_distance', 'double', 0.15,
               'metres between a track\'s predicted centre and a detection beyond which they never match', 0.001, 10.0),
     ParamSpec('track_min_iou', 'double', 0.1, '3D IoU below which a track and a detection never match (iou)',
               0.01, 1.0),

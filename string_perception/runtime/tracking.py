@@ -63,15 +63,15 @@ class TrackerConfig:
     death_misses: int = 3               # a confirmed track is published until this many consecutive misses (m)
     max_gap: int = 15                   # misses a lost track keeps its id before deletion (>= death_misses)
     association: str = 'distance'       # 'distance' (centre distance) | 'iou' (3D IoU)
-    max_distance_m: float = 0.1         # gate of 'distance': predicted centre to detected centre
+    max_distance_m: float = 0.15        # gate of 'distance': predicted centre to detected centre
     min_iou: float = 0.1                # gate of 'iou'
     min_score: float = 0.0              # detections scoring below this are not tracked
     max_tracks: int = 100               # at most this many live tracks (bounds the cost per frame)
     default_dt_s: float = 1.0 / 30.0    # time step when a frame comes without a stamp
     max_dt_s: float = 5.0               # a larger step (or a step back) resets the tracker
-    accel_std: float = 2.0              # m/s^2, white-acceleration process noise of centre and velocity
+    accel_std: float = 0.5              # m/s^2, white-acceleration process noise of centre and velocity
     size_std: float = 0.01              # m per sqrt(s), random walk of the size
-    measurement_std_m: float = 0.01     # m, detection noise of centre and size
+    measurement_std_m: float = 0.05     # m, detection noise of centre and size (the shipped model's scale)
     initial_velocity_std: float = 1.0   # m/s, prior on the velocity of a new track
 
     def __post_init__(self):
