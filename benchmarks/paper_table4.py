@@ -1,4 +1,4 @@
-"""Reproduce the STRING paper's 3D detection comparison (paper 000 §4.2.2 Table 4, App. F.4 Table 6; issue 8).
+"""Reproduce the STRING paper's 3D detection comparison ([STRING] §4.2.2 Table 4, App. F.4 Table 6; issue 8).
 
 Trains ViT and ViTD x {none, rope, rope_mixed, circulant, cayley} (+ ViTD camera_xyz with the best ViTD encoding)
 with one shared budget and several seeds, evaluates every run's best checkpoint (picked on validation) on the same

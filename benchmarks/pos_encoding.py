@@ -4,7 +4,7 @@ attention that consumes it.
     python benchmarks/pos_encoding.py                      # head_dim 64, 4 heads, batch 2, N = 256/1024/4096
     python benchmarks/pos_encoding.py --tokens 256 1024 --repeats 9 --variants rope cayley circulant
 
-Every variant compiles to RoPE-Mixed in a folded basis (DESIGN §2), so the "compiled" column times the exported
+Every variant compiles to RoPE-Mixed in a folded basis (docs/DESIGN.md §2), so the "compiled" column times the exported
 op, `apply_rope_mixed`, with each variant's canonical frequencies. Times are medians over repeats that are
 interleaved across variants (round-robin), so load from other processes hits all variants alike.
 The dense expm oracle (float64 matrix_exp per token, O(N·Dh³)) is timed after the others, only up to

@@ -1,4 +1,4 @@
-"""STRING invariants for every variant (DESIGN §2): orthogonality, relativity, translation invariance,
+"""STRING invariants for every variant (docs/DESIGN.md §2): orthogonality, relativity, translation invariance,
 equality with the dense expm oracle, the closed forms (RoPE blocks, circulant FFT, Cayley), gradients."""
 import math
 
@@ -56,7 +56,7 @@ def test_rotation_is_special_orthogonal(name, dc):
 
 @pytest.mark.parametrize('name', ENCODING_NAMES)
 def test_relative_property(name):
-    """R(r)ᵀ R(s) = R(s − r)  (paper 000 eq. 2; seed 001 Lemma 2)."""
+    """R(r)ᵀ R(s) = R(s − r)  ([STRING] eq. 2; [ESPR] Lemma 2)."""
     enc = make(name)
     r, s = coords(seed=3)[0], coords(seed=4)[0]
     lhs = rotations(enc, r).transpose(-1, -2) @ rotations(enc, s)

@@ -1,4 +1,4 @@
-"""Compilation to RoPE-Mixed (seed 001 Lemma 1; paper 000 Thm 3.4), folding into q/k projections, defects."""
+"""Compilation to RoPE-Mixed ([ESPR] Lemma 1; [STRING] Thm 3.4), folding into q/k projections, defects."""
 import pytest
 import torch
 
@@ -130,7 +130,7 @@ def test_defects_detect_non_commuting_generators_and_mixing_post_rotations():
     eye = torch.eye(DH, dtype=torch.float64)
     p = torch.linalg.solve(eye + s, eye - s)  # a generic Cayley post-rotation mixes active and null
     assert generator_defects(gen, p).eta_mix > 1e-3
-    # a post-rotation in seed 001's family A (identity on the active subspace, any rotation on the null one)
+    # a post-rotation in [ESPR]'s family A (identity on the active subspace, any rotation on the null one)
     can = make('circulant').canonical()
     is_null = can.freqs[0].norm(dim=-1) < 1e-12  # [Dh/2] null pairs
     null_rows = torch.cat([can.basis[0][:DH // 2][is_null], can.basis[0][DH // 2:][is_null]])  # [4, Dh]

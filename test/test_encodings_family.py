@@ -1,4 +1,4 @@
-"""⊗-STRING (paper 000 §3.3 Ext. 1) and Lie-group STRING (Ext. 2): the logit formula, translation invariance,
+"""⊗-STRING ([STRING] §3.3 Ext. 1) and Lie-group STRING (Ext. 2): the logit formula, translation invariance,
 the RoPE-Mixed lift that lets ⊗-STRING export, rotation invariance about the camera axis for every variant."""
 import math
 

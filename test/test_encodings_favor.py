@@ -34,7 +34,7 @@ def test_estimator_is_unbiased_for_the_softmax_kernel():
     est = positive_random_features(x, w) @ positive_random_features(y, w).T  # [6, 6]
     exact = torch.exp(x @ y.T)
     assert ((est - exact).abs() / exact).mean() < 0.05
-    # seed 001's φ(x) = exp(+‖x‖²/2) exp(wᵀx) is biased by exp(‖x‖² + ‖y‖²): this test would catch it
+    # [ESPR]'s φ(x) = exp(+‖x‖²/2) exp(wᵀx) is biased by exp(‖x‖² + ‖y‖²): this test would catch it
     wrong = torch.exp(x @ w.T + 0.5 * x.pow(2).sum(1, keepdim=True)) @ torch.exp(
         y @ w.T + 0.5 * y.pow(2).sum(1, keepdim=True)).T / M
     assert ((wrong - exact).abs() / exact).mean() > 0.3

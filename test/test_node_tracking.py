@@ -183,3 +183,69 @@ def test_node_ids_velocities_and_tf_frames(tmp_path, model_path):
     frames = [t for msg in out['tf'] for t in msg]
     want = {('cam_optical', f'obj_{i}', s) for i in range(1, n + 1) for s in out['stamps'][1:]}
     assert {tuple(t) for t in frames} == want
+
+
+# ---------------------------------------------------------------------------------------- over DDS, moving objects
+PEERS_MOVING_SEED, MOVING_FRAMES, H, W = 2_000_000_000, 30, 480, 640
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@needs_msgs
+def test_node_track_ids_over_dds_match_the_offline_tracker(tmp_path, model_path):
+    """Publisher, node and listener processes on loopback DDS; one scene whose objects move. The node's
+    Detection3D ids, ~/tracks ids and /tf frames equal the offline Pipeline + tracker run on the frames the node
+    processed, with the same stamps; some object keeps its id for at least 10 frames."""
+    from ros_helpers import HELPERS, ProcessGroup, percentile, reserved_domain_id, ros_test_env
+    from string_perception.ros.node import node_command
+    from string_perception.runtime import Pipeline
+    from string_perception.scenes import SceneConfig
+    from string_perception.scenes.sequence import SequenceConfig, generate_sequence
+
+    seq = generate_sequence(PEERS_MOVING_SEED, SequenceConfig(frames=MOVING_FRAMES), SceneConfig(height=H, width=W))
+    offline = Pipeline(model_path, providers=('CPUExecutionProvider',), tracking=P.tracker_config(P.defaults()))
+    offline.set_params(score_threshold=P.effective_score_threshold(-1.0, offline.model.metadata))
+    total_ms = percentile([offline(s.frame.rgb, s.frame.depth_mm, s.frame.K).timings['total_ms'] for s in seq[:5]], 95)
+    rate = min(30.0, 1000.0 / (2.5 * total_ms))                      # the node keeps up on a loaded CPU
+    offline.set_tracking(P.tracker_config(P.defaults()))             # a fresh tracker: ids from 1, as the node
+    prefix, peers = '/sp_track_cam', HELPERS.parent / 'node_peers.py'
+    pub_json, lis_json, ready = tmp_path / 'published.json', tmp_path / 'received.json', tmp_path / 'ready'
+    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'sync_slop': 0.02,
+                                           'publish_tf': True, 'tf_prefix': 'obj_'},
+                       remaps={'image': f'{prefix}/color/image_raw', 'depth': f'{prefix}/depth/image_raw',
+                               'camera_info': f'{prefix}/color/camera_info'})
+    with reserved_domain_id() as domain, ProcessGroup(tmp_path, ros_test_env(domain)) as pg:
+        lis = pg.start_python('listener', [str(peers), 'output-listener', '--out', str(lis_json), '--ready',
+                                           str(ready), '--publisher-done', str(pub_json), '--timeout', '80',
+                                           '--tracking'])
+        node = pg.start_python('node', cmd[1:])
+        pub = pg.start_python('publisher', [str(peers), 'frame-publisher', '--prefix', prefix, '--out', str(pub_json),
+                                            '--listener-ready', str(ready), '--frames', str(MOVING_FRAMES),
+                                            '--rate', str(rate), '--first-seed', str(PEERS_MOVING_SEED),
+                                            '--height', str(H), '--width', str(W), '--moving'])
+        rc_pub, rc_lis = pub.wait(timeout=90), lis.wait(timeout=30)
+        node.stop()
+        logs = pg.logs()
+    assert rc_pub == 0 and rc_lis == 0, logs
+    sent, got = json.loads(pub_json.read_text()), json.loads(lis_json.read_text())
+    index_of = {int(s): int(k) - PEERS_MOVING_SEED for k, s in sent['stamps'].items()}
+    processed = sorted(int(s) for s in got['detections'])
+    assert len(processed) >= 0.8 * MOVING_FRAMES, logs
+
+    life: dict[str, int] = {}
+    for stamp in processed:                                         # the frames the node's tracker saw, in order
+        s = seq[index_of[stamp]]
+        ref = offline(s.frame.rgb, s.frame.depth_mm, s.frame.K, encoding='rgb8', depth_encoding='16UC1',
+                      intrinsics_hw=(H, W), stamp_s=stamp * 1e-9)
+        want = [str(i) if i >= 0 else '' for i in ref.tracks.detection_ids]
+        assert got['detections'][str(stamp)]['ids'] == want, f'frame {index_of[stamp]}'
+        assert got['tracks'].get(str(stamp)) == [str(i) for i in ref.tracks.ids], f'frame {index_of[stamp]}'
+        for i in want:
+            if i:
+                life[i] = life.get(i, 0) + 1
+    assert life and max(life.values()) >= 10, life
+    tf = {tuple(t) for t in got['tf']}
+    assert tf == {(FRAME, f'obj_{i}', int(s)) for s, ids in got['tracks'].items() for i in ids}, logs
+
+
+FRAME = 'camera_color_optical_frame'

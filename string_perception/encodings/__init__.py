@@ -1,4 +1,4 @@
-"""STRING position encodings (paper 000 §3; seed 001): R(r) ∈ SO(Dh) applied to queries and keys.
+"""STRING position encodings ([STRING] §3; [ESPR]): R(r) ∈ SO(Dh) applied to queries and keys.
 
     ENCODING_NAMES                      # rotations R(r) ∈ SO(Dh): q, k keep their size
     EXPANDING_ENCODING_NAMES            # ('tensor_product',): ⊗-STRING, q/k heads grow to 2m·Dh

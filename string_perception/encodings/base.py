@@ -6,7 +6,7 @@ Pair u (0 <= u < Dh/2) is the plane spanned by coordinates (u, u + Dh/2). With �
     x'[u]        = cos θ_u · x[u] − sin θ_u · x[u + Dh/2]
     x'[u + Dh/2] = sin θ_u · x[u] + cos θ_u · x[u + Dh/2]
 
-i.e. Rot(θ) = expm(Σ_u θ_u J_u) with J_u = e_{u+Dh/2} e_uᵀ − e_u e_{u+Dh/2}ᵀ (paper 000 eq. 3, RoPE as
+i.e. Rot(θ) = expm(Σ_u θ_u J_u) with J_u = e_{u+Dh/2} e_uᵀ − e_u e_{u+Dh/2}ᵀ ([STRING] eq. 3, RoPE as
 2×2 blocks, up to a fixed permutation of coordinates). In ONNX this is two Slice, four Mul, one Add, one Sub
 and one Concat: no reshape to pairs, no complex numbers.
 """
@@ -26,7 +26,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CanonicalForm:
-    """R(r) = basisᵀ · Rot(freqs · r) · basis (seed 001 Lemma 1; paper 000 Thm 3.4).
+    """R(r) = basisᵀ · Rot(freqs · r) · basis ([ESPR] Lemma 1; [STRING] Thm 3.4).
 
     basis: [H, Dh, Dh] orthogonal, rows = the new coordinates; freqs: [H, Dh/2, dc], zero rows on null planes.
     Both always carry the full head dimension H (heads are materialised even when shared_across_heads), are
@@ -92,7 +92,7 @@ def rotate_half_split(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> 
 
 
 def apply_rope_mixed(x: torch.Tensor, coords: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
-    """RoPE-Mixed: x'[B,H,N,Dh] = Rot(freqs · r) x  (paper 000 eq. 5 with learnable mixed frequencies).
+    """RoPE-Mixed: x'[B,H,N,Dh] = Rot(freqs · r) x  ([STRING] eq. 5 with learnable mixed frequencies).
 
     x: [B,H,N,Dh]; coords: [B,N,dc]; freqs: [H,Dh/2,dc] or [1,Dh/2,dc] (shared across heads).
     The angles and cos/sin are computed in float32 (float64 if any input is float64), the result is cast

@@ -1,4 +1,4 @@
-"""Compile any commuting generator set to RoPE-Mixed in a fixed basis (seed 001 Lemma 1-2; paper 000 Thm 3.4).
+"""Compile any commuting generator set to RoPE-Mixed in a fixed basis ([ESPR] Lemma 1-2; [STRING] Thm 3.4).
 
     U ᵀ L_k U = (⊕_u λ_{k,u} J) ⊕ 0   =>   expm(Σ_k r_k L_k) = basisᵀ · Rot(Λ r) · basis,  basis = Uᵀ (rows)
 
@@ -19,7 +19,7 @@ __all__ = ['joint_block_diagonalize', 'canonical_from_generators', 'materialize_
 
 def joint_block_diagonalize(generators: torch.Tensor, *, tol: float = 1e-9,
                             generator: torch.Generator | None = None) -> CanonicalForm:
-    """Canonical form of one commuting skew family L [dc, Dh, Dh] (float64), seed 001 Lemma 1.
+    """Canonical form of one commuting skew family L [dc, Dh, Dh] (float64), [ESPR] Lemma 1.
 
     Eigen-decompose the Hermitian matrix i·A, A = Σ_k α_k L_k with random α (a generic combination separates
     every joint eigenspace). For each eigenvalue μ > tol·max|μ| and eigenvector v (A v = −iμ v, its conjugate

@@ -1,4 +1,4 @@
-"""Cayley-STRING (paper 000 §3.2 eq. 8; seed 001 Lemma 3): a learnable orthogonal basis change, then RoPE-Mixed.
+"""Cayley-STRING ([STRING] §3.2 eq. 8; [ESPR] Lemma 3): a learnable orthogonal basis change, then RoPE-Mixed.
 
     P = (I − S)(I + S)⁻¹ = (I + S)⁻¹(I − S),   S = −Sᵀ learnable (dense or banded), S = 0 at init (P = I).
     R(r) = Pᵀ · Rot(λ r) · P                  (STRING with generators L_k = Pᵀ (Σ_u λ_{k,u} J_u) P)

@@ -1,4 +1,4 @@
-"""Circulant-STRING (paper 000 §3.2 eq. 9): L_k = blockdiag_β(C_{k,β} − C_{k,β}ᵀ), C circulant, applied by FFT.
+"""Circulant-STRING ([STRING] §3.2 eq. 9): L_k = blockdiag_β(C_{k,β} − C_{k,β}ᵀ), C circulant, applied by FFT.
 
 Conventions (checked against the dense expm in test_encodings_variants.py). A circulant C with first row c has
 C[i, j] = c[(j − i) mod b]. A = C − Cᵀ is circulant with first row a[m] = c[m] − c[(−m) mod b] (c minus c

@@ -1,4 +1,4 @@
-"""Defects of a generator set (seed 001 Thm 2, eq. 25-26): how far a learned family is from exact STRING.
+"""Defects of a generator set ([ESPR] Thm 2, eq. 25-26): how far a learned family is from exact STRING.
 
     ε      = max_{k,l} ‖[L_k, L_l]‖₂                     (commutator defect; 0 <=> the L_k commute)
     η_mix  = ‖Π_act P Π_null‖₂ + ‖Π_null P Π_act‖₂        (active/null leakage of a post-rotation P)
@@ -52,7 +52,7 @@ def mixing_defect(generators: torch.Tensor, post_rotation: torch.Tensor | None =
 
 def generator_defects(generators: torch.Tensor, post_rotation: torch.Tensor | None = None,
                       tol: float = 1e-9) -> Defects:
-    """ε, η_mix (seed 001 eq. 25-26) and the active dimension of generators [H, dc, Dh, Dh].
+    """ε, η_mix ([ESPR] eq. 25-26) and the active dimension of generators [H, dc, Dh, Dh].
 
     Use `generator_defects(encoding.generators())` for a PositionEncoding.
     """

@@ -1,6 +1,6 @@
-"""General STRING by matrix exponential (paper 000 eq. 6, Thm 3.2): R(r) = expm(Σ_k r_k L_k). The test oracle.
+"""General STRING by matrix exponential ([STRING] eq. 6, Thm 3.2): R(r) = expm(Σ_k r_k L_k). The test oracle.
 
-The learnable variant keeps the generators commuting by construction (seed 001 Lemma 1, read backwards):
+The learnable variant keeps the generators commuting by construction ([ESPR] Lemma 1, read backwards):
 L_k = Qᵀ (Σ_u λ_{k,u} J_u) Q with Q = expm(W − Wᵀ) ∈ SO(Dh) and J_u the half-split pair generators.
 O(N·Dh³) per head, computed in float64: use it to check the fast variants, not in a model.
 """

@@ -1,4 +1,4 @@
-"""Positive orthogonal random features (FAVOR+, Choromanski et al. 2021; seed 001 §3) so STRING works with
+"""Positive orthogonal random features (FAVOR+, Choromanski et al. 2021; [ESPR] §3) so STRING works with
 linear attention: encode q and k with R(r) first, then map them with φ; relative positions survive because
 E[φ(R(rᵢ)q)ᵀ φ(R(rⱼ)k)] = exp(qᵀ R(rⱼ − rᵢ) k).
 

@@ -1,7 +1,7 @@
-"""Fold a canonical basis into the query/key projections (DESIGN §2 "deployment identity").
+"""Fold a canonical basis into the query/key projections (docs/DESIGN.md §2 "deployment identity").
 
 qᵢᵀ R(rᵢ)ᵀ R(rⱼ) kⱼ with R(r) = Pᵀ Rot(Λr) P equals (P qᵢ)ᵀ Rot(Λrᵢ)ᵀ Rot(Λrⱼ) (P kⱼ), so W ← P W per head
-and the exported graph only needs `apply_rope_mixed` (seed 001 Thm 1).
+and the exported graph only needs `apply_rope_mixed` ([ESPR] Thm 1).
 """
 from __future__ import annotations
 

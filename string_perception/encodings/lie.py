@@ -1,4 +1,4 @@
-"""Lie-group STRING (paper 000 §3.3, Extension 2): canonical coordinates before any STRING variant.
+"""Lie-group STRING ([STRING] §3.3, Extension 2): canonical coordinates before any STRING variant.
 
 A canonical coordinate system ρ of an Abelian transformation group T_ψ turns the group into translations,
 ρ(T_ψ x) = ρ(x) + Σ_i ψ_i e_i, so STRING (exactly translation invariant) on ρ(r) is invariant to the group.

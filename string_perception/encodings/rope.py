@@ -1,4 +1,4 @@
-"""Identity, axial RoPE and RoPE-Mixed (paper 000 §2 eq. 3-5; RoPE = STRING with the block generators of Thm 3.3).
+"""Identity, axial RoPE and RoPE-Mixed ([STRING] §2 eq. 3-5; RoPE = STRING with the block generators of Thm 3.3).
 
 Pairs use the half-split convention of `base.py`: pair u is the plane (u, u + Dh/2).
 """
@@ -19,7 +19,7 @@ def axial_rope_freqs(head_dim: int, coord_dim: int, base: float = 10_000.0) -> t
     """Axial RoPE frequencies [Dh/2, dc]: pair u rotates with axis k = u mod dc only.
 
     Axis k gets pairs u = k, k + dc, ...; its j-th pair (j = u // dc) has frequency base^(-j/n),
-    n = ceil((Dh/2)/dc), the 1D RoPE spectrum θ_n = base^(-2(n-1)/d) (paper 000 §2) per axis.
+    n = ceil((Dh/2)/dc), the 1D RoPE spectrum θ_n = base^(-2(n-1)/d) ([STRING] §2) per axis.
     """
     half = head_dim // 2
     n = math.ceil(half / coord_dim)
@@ -31,7 +31,7 @@ def axial_rope_freqs(head_dim: int, coord_dim: int, base: float = 10_000.0) -> t
 
 def mixed_rope_freqs(head_dim: int, coord_dim: int, num_heads: int, base: float = 100.0,
                      generator: torch.Generator | None = None) -> torch.Tensor:
-    """RoPE-Mixed init [H, Dh/2, dc]: magnitudes base^(-j/n) along random directions (paper 000 App. E,
+    """RoPE-Mixed init [H, Dh/2, dc]: magnitudes base^(-j/n) along random directions ([STRING] App. E,
     max wavelength `base`=100; Heo et al. 2024 use 10 for their mixed variant).
 
     Per head draw a random orthonormal frame Q ∈ O(dc); pair u gets direction Q[:, u mod dc] and magnitude
@@ -49,7 +49,7 @@ def mixed_rope_freqs(head_dim: int, coord_dim: int, num_heads: int, base: float 
 
 
 def rope_generators(freqs: torch.Tensor) -> torch.Tensor:
-    """Block generators of paper 000 Thm 3.3: L[h, k] = Σ_u freqs[h, u, k] J_u.
+    """Block generators of [STRING] Thm 3.3: L[h, k] = Σ_u freqs[h, u, k] J_u.
 
     freqs [H, Dh/2, dc] -> [H, dc, Dh, Dh]."""
     j = rot_generator(2 * freqs.shape[1], dtype=freqs.dtype).to(freqs.device)  # [Dh/2, Dh, Dh]

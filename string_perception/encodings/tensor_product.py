@@ -1,4 +1,4 @@
-"""⊗-STRING (paper 000 §3.3, Extension 1): z -> vec(f(r) ⊗ z) with learnable Fourier features.
+"""⊗-STRING ([STRING] §3.3, Extension 1): z -> vec(f(r) ⊗ z) with learnable Fourier features.
 
     f(r) = m^-1/2 [cos(ω_1ᵀr) … cos(ω_mᵀr), sin(ω_1ᵀr) … sin(ω_mᵀr)]  ∈ R^2m,   ω [H (or 1), m, dc] learnable
     vec(f ⊗ z)[Dh·a + b] = f_a z_b            ->  x[B,H,N,Dh] becomes [B,H,N,2m·Dh]

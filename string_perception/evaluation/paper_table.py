@@ -1,4 +1,4 @@
-"""The STRING paper's 3D-detection comparison (paper 000 §4.2.2 Table 4, App. F.4 Table 6) next to our numbers.
+"""The STRING paper's 3D-detection comparison ([STRING] §4.2.2 Table 4, App. F.4 Table 6) next to our numbers.
 
 Pure bookkeeping, no torch: per-run test scores -> cells (best / mean ± std over seeds per encoder x encoding) ->
 the paper's claims checked on those numbers -> Markdown. ``benchmarks/paper_table4.py`` trains and evaluates the

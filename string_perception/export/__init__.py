@@ -1,4 +1,4 @@
-"""Compile a trained ViTD (STRING -> folded RoPE-Mixed) and export it to ONNX (DESIGN §2, docs/ARCHITECTURE.md).
+"""Compile a trained ViTD (STRING -> folded RoPE-Mixed) and export to ONNX (docs/DESIGN.md §2, docs/ARCHITECTURE.md).
 
     deployable.py    DeployableViTD(model, precision): canonical form folded into q/k, fp32 angles/softmax
     graph_checks.py  forbidden op types (FFT, solve, inverse, expm, complex), fp16 islands

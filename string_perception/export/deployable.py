@@ -1,4 +1,4 @@
-"""A trained ViTD compiled for deployment (DESIGN §2, "the deployment identity").
+"""A trained ViTD compiled for deployment (docs/DESIGN.md §2, "the deployment identity").
 
     deploy = DeployableViTD(model)                       # or DeployableViTD(model, precision='fp16')
     boxes, logits, embedding = deploy(image_uint8[B,H,W,3], depth_m[B,H,W], intrinsics[B,3,3])

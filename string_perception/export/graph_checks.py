@@ -1,6 +1,6 @@
 """Static checks of an exported graph: forbidden op types, and which ops must stay float32 in an fp16 model.
 
-The deployment identity (DESIGN §2) promises a plain RoPE-Mixed graph. `forbidden_ops` walks every node (nested
+The deployment identity (docs/DESIGN.md §2) promises a plain RoPE-Mixed graph. `forbidden_ops` walks every node (nested
 subgraphs of If/Loop/Scan included) and returns the ones whose op type computes an FFT, solves a linear system,
 inverts or exponentiates a matrix, or makes complex numbers; `complex_tensors` finds complex-typed values.
 `float16_violations` lists the ops that `DeployableViTD(precision='fp16')` keeps in float32 (the RoPE angle

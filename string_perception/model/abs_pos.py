@@ -1,4 +1,4 @@
-"""Absolute position embeddings added to the tokens (the paper's "ViT" baseline, seed 004 §absolute PE).
+"""Absolute position embeddings added to the tokens (the paper's "ViT" baseline, [PE-survey] §absolute PE).
 
 'learned' is a [1, N, D] parameter in `ViTD` (one vector per patch index). 'sincos' is fixed: sin/cos features of
 the token coordinates the encoder sees (ViT: (row, col), 2D; ViTD: (row, col, a·d) or the camera point, 3D), so

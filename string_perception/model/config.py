@@ -4,16 +4,16 @@ Presets:
     tiny  -- trains on a CPU: 128x128 input, 8x8 patches (16x16 = 256 tokens), width 128, 6 layers, 4 heads.
     base  -- ViT-B/16 shape for GPUs: 224x224 input, 16x16 patches, width 768, 12 layers, 12 heads.
 
-Coordinates (DESIGN.md §3), all in the units the position encoding sees:
+Coordinates (docs/DESIGN.md §3), all in the units the position encoding sees:
     ViT  (use_depth=False): r = (row, col) in patch units                                   coord_dim 2
     ViTD coord_mode='grid_depth': r = (row, col, a * d)  with a learnable (init depth_scale_init
                                   patches per metre)                                         coord_dim 3
     ViTD coord_mode='camera_xyz': r = s * d * K^-1 [u, v, 1]  (metres in the camera optical frame) with s a
                                   learnable per-axis scale (init xyz_scale_init units per metre)   coord_dim 3
-coord_transform='azimuth_polar' (Lie-group STRING, paper 000 §3.3 Ext. 2; camera_xyz only) maps the back-projected
+coord_transform='azimuth_polar' (Lie-group STRING, [STRING] §3.3 Ext. 2; camera_xyz only) maps the back-projected
 point to canonical coordinates (polar θ, azimuth φ, ‖r‖) before the per-axis scale, so rotating the scene about
 the camera axis translates φ only (encodings/lie.py).
-normal_map=True (paper 000 §4.4.2) adds N surface-normal tokens (normals from depth through the same patch
+normal_map=True ([STRING] §4.4.2) adds N surface-normal tokens (normals from depth through the same patch
 embedding as RGB, at the same coordinates); the encoder runs on 2N tokens, then RGB and normal tokens are split and
 fused back to N by a linear layer. Works for the RGB ViT ("alone") and the ViTD ("with STRING").
 The paper's "+ b" offset is left out on purpose: every encoding we ship is exactly translation invariant, so a

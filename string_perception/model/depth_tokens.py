@@ -1,4 +1,4 @@
-"""Depth -> per-patch depth, validity, 3D points and token coordinates (DESIGN.md §3). Pure functions.
+"""Depth -> per-patch depth, validity, 3D points and token coordinates (docs/DESIGN.md §3). Pure functions.
 
 Everything here is written with ops that export to ONNX and run on the GPU inside the exported graph:
 comparisons, where, avg_pool2d / conv2d, sort and gather -- no data-dependent Python control flow, no nonzero,

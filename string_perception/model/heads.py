@@ -1,4 +1,4 @@
-"""OWL-ViT-style per-token heads (paper App. F, DESIGN.md §4): 3D box, class, policy embedding."""
+"""OWL-ViT-style per-token heads (paper App. F, docs/DESIGN.md §4): 3D box, class, policy embedding."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Surface normals from a depth image (paper 000 §4.4.2, "implicit depth via normal maps"), in torch.
+"""Surface normals from a depth image ([STRING] §4.4.2, "implicit depth via normal maps"), in torch.
 
     surface_normals(depth[B,H,W] metres, K[B,3,3], depth_range) -> normals[B,3,H,W]
 

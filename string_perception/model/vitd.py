@@ -1,4 +1,4 @@
-"""ViT / ViTD for 3D boxes, class scores and a policy embedding (paper 000 §4.2.2, App. F; DESIGN.md §3-§4).
+"""ViT / ViTD for 3D boxes, class scores and a policy embedding ([STRING] §4.2.2, App. F; docs/DESIGN.md §3-§4).
 
     model = build_model(ViTDConfig.preset('tiny', encoding='cayley'))
     out = model(image_uint8[B,H,W,3], depth_m[B,H,W], K[B,3,3])

@@ -1,6 +1,6 @@
 """The ROS 2 node ``string_perception``: synchronised RGB-D + CameraInfo in; 3D boxes, markers, embedding out.
 
-A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline` (DESIGN §1, §5):
+A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline` (docs/DESIGN.md §1, §5):
 
 - configure: validate every parameter (``params.py``), load and check the ONNX model, create publishers;
 - activate: subscribe ``image`` (or ``image/compressed``), ``depth`` (or ``depth/compressedDepth``),
