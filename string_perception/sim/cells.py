@@ -89,14 +89,16 @@ def _iiwa_spec() -> mujoco.MjSpec:
 def kuka_cell() -> Cell:
     spec = mujoco.MjSpec()
     spec.compiler.inertiagrouprange = [0, 5]
-    spec.visual.headlight.ambient = [0.4, 0.4, 0.4]
+    spec.visual.headlight.ambient = [0.3, 0.3, 0.3]
+    spec.visual.headlight.diffuse = [0.25, 0.25, 0.25]
     wb = spec.worldbody
-    wb.add_light(type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, dir=[0.5, 0.5, -1], diffuse=[0.4, 0.4, 0.4], castshadow=False)
-    wb.add_light(type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, dir=[-0.5, 0.2, -1], diffuse=[0.3, 0.3, 0.3], castshadow=False)
+    for direction, level in (([0.5, 0.5, -1], 0.3), ([-0.5, 0.2, -1], 0.2)):
+        wb.add_light(type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL, dir=direction, diffuse=[level] * 3,
+                     specular=[0.1] * 3, castshadow=False)
     _floor(spec, 0.0, [0.5, 0.5, 0.52, 1])
     box = mujoco.mjtGeom.mjGEOM_BOX
     wb.add_geom(name='table', type=box, size=[0.75, 0.5, 0.025], pos=[0, 0, _TABLE_TOP - 0.025],
-                rgba=[0.8, 0.78, 0.72, 1])
+                rgba=[0.72, 0.66, 0.55, 1])
     for sx in (-1, 1):
         for sy in (-1, 1):
             wb.add_geom(name=f'table_leg_{sx}{sy}', type=box, size=[0.05, 0.05, 0.29],
