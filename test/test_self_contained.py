@@ -12,7 +12,7 @@ def _tracked_text_files():
     names = subprocess.run(['git', 'ls-files', '-z'], cwd=REPO, capture_output=True, check=True).stdout.split(b'\0')
     for name in filter(None, names):
         path = REPO / name.decode()
-        if not path.is_file():
+        if not path.is_file() or path.stat().st_size > 2_000_000:
             continue
         data = path.read_bytes()
         if b'\0' not in data[:8192]:                     # text files only
@@ -38,7 +38,7 @@ def test_design_citations_resolve():
         for m in re.finditer(r'(?:DESIGN\.md|DESIGN) §(\d+)', text):
             cited.append((p.relative_to(REPO), m.group(1)))
         used += [(p.relative_to(REPO), k) for k in re.findall(r'\[(STRING|ESPR|Su21|PE-survey)\]', text)]
-    assert len(cited) >= 15 and used                     # the code does cite it
+    assert len(cited) >= 10 and used                     # the code does cite it
     assert not [c for c in cited if c[1] not in sections], 'citations of missing DESIGN sections'
     assert not [u for u in used if u[1] not in keys], 'reference keys missing from docs/DESIGN.md §6'
     bare = [(p.relative_to(REPO), m.group(0)) for p, text in _tracked_text_files() if p.suffix in ('.py', '.md')
