@@ -120,8 +120,24 @@ def _alone_pixels(renderer: SceneRenderer, model, data, cam: CameraDraw, cam_id:
     return counts / (scale * scale)
 
 
-def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
-    cfg = config if config is not None else SimConfig()
+@dataclass
+class SceneState:
+    """A compiled cell with its dropped objects (what a live simulation keeps stepping)."""
+    cell: Cell
+    objects: list                 # ObjectSpec per object
+    model: mujoco.MjModel
+    data: mujoco.MjData
+    index: Indexing
+    q_arm: np.ndarray             # [J] the arms' configuration
+    settle_time_s: float
+    pad: int                      # render padding for the principal point (camera.CameraDraw.pad)
+    margin: int                   # 'alone' canvas margin, full-resolution pixels
+    scale: float                  # 'alone' canvas resolution factor
+
+
+def build_scene(seed: int, cfg: SimConfig) -> tuple[SceneState, np.random.Generator]:
+    """The cell with 1-12 objects dropped and settled around random collision-free arms; returns the state and
+    the random stream to continue with (camera, noise)."""
     pad = int(math.ceil(cfg.principal_point_jitter * max(cfg.height, cfg.width)))
     margin = max(cfg.height, cfg.width) // 2
     scale = min(1.0, _ALONE_MAX_SIDE / max(cfg.height, cfg.width))
@@ -140,27 +156,39 @@ def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
         place_objects(rng, model, data, idx, cell.drop_center, cell.drop_half, cell.support_z)
         settle_time = settle(model, data, idx, q_arm, cfg.settle_max_time_s, cfg.settle_speed_m_s)
         if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number == 0:
-            break
-    else:
-        raise RuntimeError(f'seed {seed}: the drop was unstable in {_PHYSICS_ATTEMPTS} attempts')
+            return SceneState(cell, objects, model, data, idx, q_arm, settle_time, pad, margin, scale), rng
+    raise RuntimeError(f'seed {seed}: the drop was unstable in {_PHYSICS_ATTEMPTS} attempts')
 
-    rigs = [r for r in cell.rigs if not cfg.cameras or r.name in cfg.cameras]
+
+def pick_rig(state: SceneState, cfg: SimConfig, rng: np.random.Generator):
+    rigs = [r for r in state.cell.rigs if not cfg.cameras or r.name in cfg.cameras]
     if not rigs:
-        raise ValueError(f'no camera of {cfg.cameras} in cell {cell.name}: {[r.name for r in cell.rigs]}')
-    rig = rigs[int(rng.integers(0, len(rigs)))]
-    cam = sample_camera(rng, rig, model, data, cfg)
-    cam_id = model.camera(_CAMERA).id
-    set_model_camera(model, cam_id, cam)
-    mujoco.mj_camlight(model, data)
+        raise ValueError(f'no camera of {cfg.cameras} in cell {state.cell.name}: {[r.name for r in state.cell.rigs]}')
+    return rigs[int(rng.integers(0, len(rigs)))]
 
-    # boxes: body pose x the tight box in the body frame -> camera frame
-    centre_b, size = body_boxes(model, idx.obj_geom, objects)                       # [O,3], [O,3]
+
+def object_boxes_world(state: SceneState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre [O,3], axes [O,3,3], size [O,3]) of every object's box in the world, at the current state."""
+    model, data, idx = state.model, state.data, state.index
+    centre_b, size = body_boxes(model, idx.obj_geom, state.objects)                 # [O,3], [O,3]
     bodies = model.geom_bodyid[idx.obj_geom]
     R_w = data.xmat[bodies].reshape(-1, 3, 3)                                       # [O,3,3]
     t_w = data.xpos[bodies] + np.einsum('oij,oj->oi', R_w, centre_b)                # [O,3]
+    return t_w, R_w, size
+
+
+def label_view(state: SceneState, cam: CameraDraw, cfg: SimConfig, rng: np.random.Generator):
+    """Render the current state through `cam` and label it: (SimFrame, exact z-depth [H,W], geom ids [H,W],
+    visible px [O], alone px [O], label index [O], box centres [O,3], axes [O,3,3], sizes [O,3]) in the world."""
+    model, data, idx, n = state.model, state.data, state.index, len(state.objects)
+    cam_id = model.camera(_CAMERA).id
+    set_model_camera(model, cam_id, cam)
+    mujoco.mj_camlight(model, data)
+    t_w, R_w, size = object_boxes_world(state)
     t_c = (t_w - cam.p_wc) @ cam.R_wc                                               # [O,3]
     R_c = np.einsum('ji,ojk->oik', cam.R_wc, R_w)                                   # [O,3,3] R_wc^T R_w
 
+    hc, wc = cfg.height + 2 * cam.pad, cfg.width + 2 * cam.pad
     renderer = SceneRenderer(model, cam_id, cache_key=cfg.cell,
                              slot_meshes=[model.mesh(f'obj{i}/mesh').id for i in range(MAX_OBJECTS)])
     try:
@@ -174,8 +202,8 @@ def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
         seen = np.flatnonzero(visible > 0)
         total = np.zeros(n)
         if len(seen):
-            total[seen] = _alone_pixels(renderer, model, data, cam, cam_id, seen, idx, t_c, R_c, size, scale,
-                                        margin)
+            total[seen] = _alone_pixels(renderer, model, data, cam, cam_id, seen, idx, t_c, R_c, size,
+                                        state.scale, state.margin)
     finally:
         renderer.close()
 
@@ -191,12 +219,22 @@ def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
     depth_mm = sensor_depth(z, rng, cfg.sensor)
     m = int(keep.sum())
     frame = SimFrame(rgb=np.ascontiguousarray(rgb), depth_mm=depth_mm, K=cam.K,
-                     labels=np.array([o.label for o, k in zip(objects, keep) if k], np.int64).reshape(m),
+                     labels=np.array([o.label for o, k in zip(state.objects, keep) if k], np.int64).reshape(m),
                      translations=t_c[keep].reshape(m, 3), rotations=R_c[keep].reshape(m, 3, 3),
                      sizes=size[keep].reshape(m, 3), visibility=vis[keep].astype(np.float64),
-                     instance_mask=instance_mask, seed=int(seed))
-    return SimTruth(frame, z, seg, model, data, idx, cell, objects, cam, visible, total, label_index, t_w, R_w, size,
-                    settle_time)
+                     instance_mask=instance_mask, seed=-1)
+    return frame, z, seg, visible, total, label_index, t_w, R_w, size
+
+
+def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
+    cfg = config if config is not None else SimConfig()
+    state, rng = build_scene(seed, cfg)
+    rig = pick_rig(state, cfg, rng)
+    cam = sample_camera(rng, rig, state.model, state.data, cfg)
+    frame, z, seg, visible, total, label_index, t_w, R_w, size = label_view(state, cam, cfg, rng)
+    frame.seed = int(seed)
+    return SimTruth(frame, z, seg, state.model, state.data, state.index, state.cell, state.objects, cam, visible,
+                    total, label_index, t_w, R_w, size, state.settle_time_s)
 
 
 def generate_sim_frame(seed: int, config: SimConfig | None = None) -> SimFrame:
