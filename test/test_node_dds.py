@@ -49,7 +49,8 @@ def test_node_over_dds_matches_offline_pipeline(tmp_path, model_path, record_pro
     rate = RATE if total_ms < 20 else 1000.0 / (2.0 * total_ms)
     prefix = f'/sp_cam_{os.getpid()}'
     pub_json, lis_json, ready = tmp_path / 'published.json', tmp_path / 'received.json', tmp_path / 'ready'
-    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'sync_slop': 0.02},
+    # every frame is another scene: per-frame markers (tracking off; test_node_tracking.py covers tracking)
+    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'sync_slop': 0.02, 'tracking': False},
                        remaps={'image': f'{prefix}/color/image_raw', 'depth': f'{prefix}/depth/image_raw',
                                'camera_info': f'{prefix}/color/camera_info'})
     with reserved_domain_id() as domain, ProcessGroup(tmp_path, ros_test_env(domain)) as pg:
