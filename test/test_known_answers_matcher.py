@@ -134,3 +134,8 @@ def test_batched_cost_pads_and_keeps_images_apart():
     res = m({'boxes': boxes, 'logits': logits}, t0)
     assert res[0][0].tolist() == [0] and res[0][1].tolist() == [0]
     assert dict(zip(res[1][1].tolist(), res[1][0].tolist())) == {0: 1, 1: 0}
+
+
+def test_unknown_class_cost_is_refused_with_its_name():
+    with pytest.raises(ValueError, match=r"class_cost must be 'focal' or 'prob', got 'softmax'"):
+        HungarianMatcher(class_cost='softmax')
