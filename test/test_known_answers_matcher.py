@@ -21,7 +21,7 @@ def axis_box(x=0.0, y=0.0, z=3.0, size=(1.0, 1.0, 1.0)):
 
 
 def focal(x):
-    """Focal matching cost of one logit, by hand (alpha 0.25, gamma 2): alpha(1-p)^2(-log p) - (1-alpha)p^2(-log(1-p))."""
+    """Focal matching cost of one logit by hand: alpha (1-p)^2 (-log p) - (1-alpha) p^2 (-log(1-p))."""
     p = 1.0 / (1.0 + math.exp(-x))
     return ALPHA * (1 - p) ** GAMMA * -math.log(p) - (1 - ALPHA) * p ** GAMMA * -math.log(1 - p)
 

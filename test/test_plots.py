@@ -1,4 +1,4 @@
-"""evaluation.plots: PNG files are written and readable, and the figures draw the given data (bar counts, envelope, marks)."""
+"""evaluation.plots: PNG files are written and readable, and the figures draw the data (counts, marks, envelope)."""
 import cv2
 import numpy as np
 
