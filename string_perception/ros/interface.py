@@ -1,0 +1,106 @@
+"""The node's ROS interface as data, and the README tables generated from it (and from ``params.PARAMS``).
+
+:data:`TOPICS` lists every topic the node subscribes or publishes: name (relative names are remapped, ``~/``
+is the node's namespace), message type, QoS and when messages flow. ``test/test_readme_tables.py`` checks the list
+against a running node and the README's tables against :func:`parameter_table` / :func:`topic_table`;
+``scripts/readme_tables.py`` rewrites the README between the markers. ROS-free.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from . import params as P
+
+__all__ = ['Topic', 'TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS']
+
+
+@dataclass(frozen=True)
+class Topic:
+    direction: str          # 'in' | 'out'
+    name: str
+    type: str
+    qos: str
+    when: str
+
+
+_OUT_QOS = 'output_qos_* (default reliable, keep last 5)'
+TOPICS: tuple[Topic, ...] = (
+    Topic('in', 'image', 'sensor_msgs/msg/Image', 'image_qos_* (default best effort, keep last 5)',
+          'while active, with image_transport raw (the default)'),
+    Topic('in', 'image/compressed', 'sensor_msgs/msg/CompressedImage', 'image_qos_*',
+          'while active, with image_transport compressed (JPEG / PNG, image_transport format)'),
+    Topic('in', 'depth', 'sensor_msgs/msg/Image', 'depth_qos_* (default best effort, keep last 5)',
+          'while active, with depth_transport raw: 16UC1 mm or 32FC1 m, registered to colour'),
+    Topic('in', 'depth/compressedDepth', 'sensor_msgs/msg/CompressedImage', 'depth_qos_*',
+          "while active, with depth_transport compressedDepth (image_transport's compressed_depth format)"),
+    Topic('in', 'camera_info', 'sensor_msgs/msg/CameraInfo', 'camera_info_qos_* (default best effort, keep last 5)',
+          'while active'),
+    Topic('out', '~/detections', 'vision_msgs/msg/Detection3DArray', _OUT_QOS,
+          'every processed frame (an empty array when nothing scores above the threshold); class_id = class id, '
+          'id = track id'),
+    Topic('out', '~/markers', 'visualization_msgs/msg/MarkerArray', _OUT_QOS,
+          'every processed frame with publish_markers, while subscribed (cube + label per box, DELETE for stale ids)'),
+    Topic('out', '~/embedding', 'sensor_msgs/msg/Image', _OUT_QOS,
+          'every processed frame with publish_embedding, while subscribed (32FC1, 1 x E policy embedding)'),
+    Topic('out', '~/tokens', 'sensor_msgs/msg/Image', _OUT_QOS,
+          'with publish_tokens and a model exported with --tokens (32FC1, N x D encoder tokens)'),
+    Topic('out', '~/debug_image', 'sensor_msgs/msg/Image', _OUT_QOS,
+          'with publish_debug_image, while subscribed (rgb8, boxes drawn)'),
+    Topic('out', '~/tracks', 'vision_msgs/msg/Detection3DArray', _OUT_QOS,
+          'every processed frame with tracking: the confirmed tracks (id = track id)'),
+    Topic('out', '~/track_velocities', 'sensor_msgs/msg/Image', _OUT_QOS,
+          'with tracking: 32FC1, T x 4 rows (track id, vx, vy, vz) in m/s'),
+    Topic('out', '~/label_info', 'vision_msgs/msg/LabelInfo', 'reliable, transient local, keep last 1',
+          'once at configure: class id -> class name, and the score threshold'),
+    Topic('out', '/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', 'reliable, keep last 10',
+          'every diagnostics_period seconds while configured'),
+    Topic('out', '/tf', 'tf2_msgs/msg/TFMessage', "tf2's broadcaster QoS",
+          'with publish_tf: each published track as frame <tf_prefix><id>, parent = the detections\' frame'),
+)
+
+MARKERS = {'parameters': ('<!-- parameters:begin (scripts/readme_tables.py) -->', '<!-- parameters:end -->'),
+           'topics': ('<!-- topics:begin (scripts/readme_tables.py) -->', '<!-- topics:end -->')}
+
+
+def _cell(text: str) -> str:
+    return str(text).replace('|', '\\|').replace('\n', ' ')
+
+
+def _default(p: P.ParamSpec) -> str:
+    if p.type == 'bool':
+        return 'true' if p.default else 'false'
+    return json.dumps(p.default)
+
+
+def parameter_table() -> str:
+    """Markdown table of every parameter in ``params.PARAMS`` (declaration order)."""
+    rows = ['| parameter | type | default | range | applies | description |', '| --- | --- | --- | --- | --- | --- |']
+    for p in P.PARAMS:
+        rows.append(f'| `{p.name}` | {p.type} | `{_cell(_default(p))}` | {_cell(p.range_text())} | '
+                    f'{"at once" if p.live else "at configure"} | {_cell(p.description)} |')
+    return '\n'.join(rows)
+
+
+def topic_table() -> str:
+    """Markdown table of :data:`TOPICS`."""
+    rows = ['| | topic | type | QoS | when |', '| --- | --- | --- | --- | --- |']
+    for t in TOPICS:
+        rows.append(f'| {t.direction} | `{t.name}` | `{t.type}` | {_cell(t.qos)} | {_cell(t.when)} |')
+    return '\n'.join(rows)
+
+
+def replace_between_markers(text: str, key: str, body: str) -> str:
+    """``text`` with the lines between the two markers of ``key`` replaced by ``body``; ValueError if absent."""
+    begin, end = MARKERS[key]
+    pattern = re.compile(re.escape(begin) + r'\n.*?' + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise ValueError(f'README has no {begin} ... {end} block')
+    return pattern.sub(lambda _m: f'{begin}\n{body}\n{end}', text, count=1)
+
+
+def render_readme(text: str) -> str:
+    """The README with both generated tables brought up to date."""
+    text = replace_between_markers(text, 'parameters', parameter_table())
+    return replace_between_markers(text, 'topics', topic_table())

@@ -1,0 +1,95 @@
+"""README: its first lines keep the two commands; its parameter and topic tables equal what scripts/readme_tables.py
+generates from ros/params.PARAMS and ros/interface.TOPICS; and TOPICS is what a running node really subscribes and
+publishes (names and types, in both input transports)."""
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from string_perception.ros import interface as I
+from string_perception.ros import params as P
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_readme_starts_with_the_two_commands():
+    head = (REPO / 'README.md').read_text().splitlines()[:6]
+    assert head[0] == '# string_perception'
+    assert any(line.startswith('make demo') for line in head) and any(line.startswith('make test') for line in head)
+
+
+def test_readme_tables_are_generated_from_the_declarations():
+    text = (REPO / 'README.md').read_text()
+    assert I.render_readme(text) == text, 'run: python scripts/readme_tables.py'
+    table = text.split(I.MARKERS['parameters'][0])[1].split(I.MARKERS['parameters'][1])[0]
+    assert [row.split('|')[1].strip(' `') for row in table.strip().splitlines()[2:]] == [p.name for p in P.PARAMS]
+    topics = text.split(I.MARKERS['topics'][0])[1].split(I.MARKERS['topics'][1])[0]
+    assert len(topics.strip().splitlines()) == 2 + len(I.TOPICS)
+
+
+def test_script_checks_and_rewrites(tmp_path):
+    readme = tmp_path / 'README.md'
+    stale = (REPO / 'README.md').read_text().replace('| `nms_iou` |', '| `nms_iou_old` |')
+    readme.write_text(stale)
+    script = [sys.executable, str(REPO / 'scripts' / 'readme_tables.py'), '--readme', str(readme)]
+    assert subprocess.run([*script, '--check'], capture_output=True).returncode == 1
+    assert subprocess.run(script, capture_output=True).returncode == 0
+    assert readme.read_text() == (REPO / 'README.md').read_text()
+    with pytest.raises(ValueError, match='parameters:begin'):
+        I.replace_between_markers('no markers here', 'parameters', 'x')
+
+
+def _resolve(name: str, node: str) -> str:
+    return f'/{node}/{name[2:]}' if name.startswith('~/') else name if name.startswith('/') else f'/{name}'
+
+
+def _graph(node, pubs_want: dict, subs_want: dict):
+    """The node's publishers and subscriptions once they equal the wanted ones (the graph cache fills and empties
+    through DDS discovery), or whatever is there after 15 s."""
+    name, deadline = node.get_name(), time.monotonic() + 15.0
+    while True:
+        pubs = {t: tuple(ty) for t, ty in node.get_publisher_names_and_types_by_node(name, '/')
+                if t not in ('/rosout', '/parameter_events') and not t.startswith(f'/{name}/transition_event')}
+        subs = {t: tuple(ty) for t, ty in node.get_subscriber_names_and_types_by_node(name, '/')
+                if t != '/parameter_events'}
+        if (pubs == pubs_want and subs == subs_want) or time.monotonic() > deadline:
+            return pubs, subs
+        time.sleep(0.1)
+
+
+def test_topics_match_a_running_node(model_path, monkeypatch):
+    """One node, configured twice: raw inputs, then compressed colour + compressedDepth (tracking and /tf on)."""
+    rclpy = pytest.importorskip('rclpy')
+    from ros_helpers import reserved_domain_id, ros_skip_reason
+    if ros_skip_reason('vision_msgs'):
+        pytest.skip(ros_skip_reason('vision_msgs'))
+    from rclpy.parameter import Parameter
+    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.ros.node import SUCCESS, StringPerceptionNode
+    expected_out = {_resolve(t.name, P.NODE_NAME): (t.type,) for t in I.TOPICS if t.direction == 'out'}
+    inputs = {t.name: (t.type,) for t in I.TOPICS if t.direction == 'in'}
+    args = ['-p', 'autostart:=false', '-p', f'model_path:={model_path}', '-p', 'tracking:=true',
+            '-p', 'publish_tf:=true']
+    with reserved_domain_id() as domain:
+        for k, v in merged_dds_env(domain).items():
+            monkeypatch.setenv(k, v)
+        ctx = rclpy.Context()
+        rclpy.init(args=['x', '--ros-args', *args], context=ctx)
+        node = StringPerceptionNode(context=ctx)
+        try:
+            for image, depth, wanted in (
+                    ('raw', 'raw', ['image', 'depth']),
+                    ('compressed', 'compressedDepth', ['image/compressed', 'depth/compressedDepth'])):
+                node.set_parameters([Parameter('image_transport', value=image),
+                                     Parameter('depth_transport', value=depth)])
+                assert node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
+                subs_want = {_resolve(n, P.NODE_NAME): inputs[n] for n in [*wanted, 'camera_info']}
+                pubs, subs = _graph(node, expected_out, subs_want)
+                assert pubs == expected_out
+                assert subs == subs_want
+                assert node.trigger_deactivate() == SUCCESS and node.trigger_cleanup() == SUCCESS
+        finally:
+            node.destroy_node()
+            rclpy.shutdown(context=ctx)
