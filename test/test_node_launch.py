@@ -108,8 +108,9 @@ def test_every_share_file_the_launch_files_name_exists(description, multi):
 
 
 def test_default_launch_starts_one_lifecycle_node_with_realsense_topics(description):
+    declared = set(_declared(description))
     assert {'namespace', 'node_name', 'use_sim_time', 'autostart', 'log_level', 'loopback_only', 'driver',
-            'camera', 'image', 'depth', 'camera_info', 'model_path', 'config', 'use_rviz'} <= set(_declared(description))
+            'camera', 'image', 'depth', 'camera_info', 'model_path', 'config', 'use_rviz'} <= declared
     actions = _run(description)
     assert [type(a).__name__ for a in actions] == ['LifecycleNode']           # no RViz by default
     node = actions[0].kwargs
