@@ -524,7 +524,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rclpy.try_shutdown()
         return 2
     try:
-        executor = _make_executor(P.validate('executor', node.get_parameter('executor').value))
+        executor_kind = P.validate('executor', node.get_parameter('executor').value)
+        executor = _make_executor(executor_kind)
     except ValueError as e:
         print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
         node.destroy_node()
@@ -539,7 +540,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 print(f'{READY_LINE}: provider {node.pipeline.provider}', flush=True)
         if rc == 0:
-            executor.spin()
+            if executor_kind == 'events':   # its spin() holds the GIL here, so the worker thread never ran
+                while rclpy.ok():
+                    executor.spin_once(timeout_sec=0.1)
+            else:
+                executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
