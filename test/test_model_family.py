@@ -23,6 +23,7 @@ FAMILY = {   # name -> config overrides: the rows this issue adds
     'lie_azimuth_polar': dict(encoding='cayley', coord_mode='camera_xyz', coord_transform='azimuth_polar'),
     'nmap_vit': dict(encoding='none', use_depth=False, normal_map=True),
     'nmap_string': dict(encoding='cayley', normal_map=True),
+    'patch_geometry': dict(encoding='cayley', patch_geometry=True),
 }
 
 

@@ -59,6 +59,7 @@ class ViTDConfig:
     coord_mode: str = 'grid_depth'              # 'grid_depth' | 'camera_xyz' (ViTD only)
     coord_transform: str = 'identity'           # 'identity' | 'azimuth_polar' (Lie-group STRING; camera_xyz only)
     normal_map: bool = False                    # add surface-normal tokens from depth (paper §4.4.2)
+    patch_geometry: bool = False                # ViTD: add a point encoding of each patch's 3D pixels (patch_geometry.py)
     depth_range: tuple[float, float] = (0.05, 10.0)   # metres; pixels outside (min, max) are invalid
     depth_fill: float = 1.0                     # metres; depth of patches when no patch in the frame is valid
     depth_scale_init: float = 4.0               # grid_depth: initial a (patch units per metre)
@@ -175,6 +176,10 @@ class ViTDConfig:
             bad(f'abs_pos_embed must be true, false, null or one of {ABS_POS_EMBEDS}, got {self.abs_pos_embed!r}')
         if not isinstance(self.normal_map, bool):
             bad(f'normal_map must be true or false, got {self.normal_map!r}')
+        if not isinstance(self.patch_geometry, bool):
+            bad(f'patch_geometry must be true or false, got {self.patch_geometry!r}')
+        if self.patch_geometry and not self.use_depth:
+            bad('patch_geometry needs depth (use_depth=True)')
         if not isinstance(self.encoding, str):
             bad(f'encoding must be a string, got {self.encoding!r}')
         try:  # the encodings library may be absent in runtime-only installs; the model cannot be built then anyway

@@ -29,6 +29,7 @@ from . import depth_tokens as dt
 from .abs_pos import sincos_position_embedding
 from .config import ViTDConfig
 from .normal_map import surface_normals
+from .patch_geometry import PatchGeometryEmbed
 from .heads import BoxHead, ClassHead, PolicyHead
 from .vit import Encoder, init_weights
 
@@ -54,6 +55,8 @@ class ViTD(nn.Module):
         # ViTD: the fraction of valid depth pixels of each patch is added to its embedding (w * f + b) so the
         # model can see where depth is missing / filled in.
         self.valid_embed = nn.Linear(1, D) if c.use_depth else None
+        # ViTD with patch_geometry: a point encoding of the patch's back-projected pixels and its metric scale.
+        self.geometry_embed = (PatchGeometryEmbed(D, c.patch_size, c.depth_range) if c.patch_geometry else None)
 
         # Normal-map tokens (paper §4.4.2): normals through the shared patch embedding, a learned type embedding
         # telling them from RGB tokens, and a [2D -> D] fuse after the encoder (init: the mean of the two).
@@ -156,6 +159,8 @@ class ViTD(nn.Module):
         if c.use_depth:
             tok = dt.tokens_from_depth(depth.to(x.dtype), K.to(x.dtype), c.patch_size, c.depth_range, c.depth_fill)
             valid_term = self.valid_embed(tok.valid.unsqueeze(-1))             # [B,N,D]
+            if self.geometry_embed is not None:
+                valid_term = valid_term + self.geometry_embed(depth.to(x.dtype), K.to(x.dtype), tok)   # [B,N,D]
             x = x + valid_term
             xn = None if xn is None else xn + valid_term
             if c.coord_mode == 'grid_depth':

@@ -112,6 +112,7 @@ class RawSample:
     boxes: np.ndarray            # float32[M,12]  [t(3), rot6d(6), size(3)], the generator's boxes
     boxes_canonical: np.ndarray  # float32[M,12]  the same with canonical rotations (training targets)
     seed: int
+    instance_mask: np.ndarray | None = None   # int8[H,W] index into labels, -1 = no labelled object (dense targets)
 
 
 def frame_to_raw(frame) -> RawSample:
@@ -129,21 +130,33 @@ def frame_to_raw(frame) -> RawSample:
                      labels=labels,
                      boxes=box_ops.encode_box_params(t, R, size).astype(np.float32).reshape(-1, 12),
                      boxes_canonical=box_ops.encode_box_params(t, Rc, sc).astype(np.float32).reshape(-1, 12),
-                     seed=int(frame.seed))
+                     seed=int(frame.seed),
+                     instance_mask=compact_instance_mask(frame.instance_mask, len(labels)))
+
+
+def compact_instance_mask(mask: np.ndarray, num_objects: int) -> np.ndarray:
+    """int16 instance mask -> int8[H,W] (-1 = no labelled object); frames hold at most 127 labelled objects."""
+    if num_objects > 127:
+        raise ValueError(f'{num_objects} labelled objects do not fit an int8 instance mask')
+    mask = np.asarray(mask)
+    return np.where((mask >= 0) & (mask < num_objects), mask, -1).astype(np.int8)
 
 
 def raw_to_sample(raw: RawSample, canonical: bool = False) -> dict:
     """Tensors for one image: ``image`` uint8[H,W,3], ``depth`` float32[H,W] metres (0 = invalid), ``K``
-    float32[3,3], ``target`` {'labels': int64[M], 'boxes': float32[M,12]} (canonical rotations when
-    ``canonical``; what the loss sees), ``gt`` {'labels', 'params' float64[M,12]} numpy, the generator's boxes
+    float32[3,3], ``target`` {'labels': int64[M], 'boxes': float32[M,12], 'mask': int8[H,W] when the raw sample
+    has an instance mask} (canonical rotations when ``canonical``; what the loss sees), ``gt`` {'labels', 'params' float64[M,12]} numpy, the generator's boxes
     (what metrics score), ``seed``."""
     depth_m = raw.depth_mm.astype(np.float32) * np.float32(1e-3)            # [H,W] metres; 0 stays 0
     boxes = raw.boxes_canonical if canonical else raw.boxes
+    target = {'labels': torch.from_numpy(raw.labels.copy()), 'boxes': torch.from_numpy(boxes.copy())}
+    if raw.instance_mask is not None:
+        target['mask'] = torch.from_numpy(raw.instance_mask.copy())          # int8[H,W], for dense assignment
     return {
         'image': torch.from_numpy(raw.rgb),
         'depth': torch.from_numpy(depth_m),
         'K': torch.from_numpy(raw.K.copy()),
-        'target': {'labels': torch.from_numpy(raw.labels.copy()), 'boxes': torch.from_numpy(boxes.copy())},
+        'target': target,
         'gt': {'labels': raw.labels.copy(), 'params': raw.boxes.astype(np.float64)},   # as generated, for metrics
         'seed': raw.seed,
     }
@@ -215,6 +228,7 @@ class FrameCache:
     def save(self, path: str | Path, fingerprint: str = '') -> None:
         """Write the cache as one uncompressed ``.npz`` (stacked images, ragged boxes by offsets)."""
         raws = [self.samples[s] for s in sorted(self.samples)]
+        masks = [r.instance_mask for r in raws]
         counts = np.array([len(r.labels) for r in raws], np.int64)                  # [N]
         arrays = {
             'seeds': np.array([r.seed for r in raws], np.int64),                     # [N]
@@ -227,6 +241,8 @@ class FrameCache:
             'boxes_canonical': np.concatenate([r.boxes_canonical for r in raws]).reshape(-1, 12),
             'fingerprint': np.array(fingerprint),
         }
+        if raws and all(m is not None for m in masks):
+            arrays['instance_mask'] = np.stack(masks)                              # [N,H,W] int8
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp.npz')   # concurrent writers never share a temp file
@@ -242,8 +258,10 @@ class FrameCache:
             off = z['offsets']
             rgb, depth, K, labels, boxes, canon = (z[k] for k in ('rgb', 'depth_mm', 'K', 'labels', 'boxes',
                                                                   'boxes_canonical'))
+            masks = z['instance_mask'] if 'instance_mask' in z.files else None
             samples = {int(seed): RawSample(rgb[i], depth[i], K[i], labels[off[i]:off[i + 1]],
-                                            boxes[off[i]:off[i + 1]], canon[off[i]:off[i + 1]], int(seed))
+                                            boxes[off[i]:off[i + 1]], canon[off[i]:off[i + 1]], int(seed),
+                                            None if masks is None else masks[i])
                        for i, seed in enumerate(z['seeds'])}
         return cls(samples)
 
@@ -255,6 +273,7 @@ class FrameCache:
 
     def nbytes(self) -> int:
         return sum(r.rgb.nbytes + r.depth_mm.nbytes + 2 * r.boxes.nbytes + r.labels.nbytes + 36
+                   + (0 if r.instance_mask is None else r.instance_mask.nbytes)
                    for r in self.samples.values())
 
 
@@ -308,7 +327,7 @@ class SceneDataset(Dataset):
         indices = range(len(self)) if indices is None else indices
         seeds = [self.seeds[i] for i in indices]
         fingerprint = json.dumps({'scene_config': dataclasses.asdict(self.scene_config), 'seeds': [
-            seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 1},
+            seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 2},
             sort_keys=True, default=str)
         if path is not None and Path(path).exists():
             cache = FrameCache.load(path, fingerprint)
@@ -388,5 +407,6 @@ def shard_indices(num_items: int, rank: int, world_size: int) -> range:
 
 
 __all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw',
+           'compact_instance_mask',
            'raw_to_sample', 'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
            'measure_generation', 'shard_indices']

@@ -43,6 +43,9 @@ from string_perception.training.data import SceneDataset, make_loader, shard_ind
 # Configuration
 # ----------------------------------------------------------------------------------------------------------------
 
+ASSIGNMENTS = ('hungarian', 'dense')
+
+
 @dataclass
 class TrainConfig:
     """Everything a run depends on besides the model config (saved in every checkpoint as a plain dict)."""
@@ -51,6 +54,7 @@ class TrainConfig:
     scene_overrides: dict[str, Any] = field(default_factory=dict)   # SceneConfig fields (image size follows model)
     loss_overrides: dict[str, Any] = field(default_factory=dict)    # SetCriterion keyword arguments (e.g. weights)
     matcher_overrides: dict[str, Any] = field(default_factory=dict) # HungarianMatcher costs (default: = weights)
+    assignment: str = 'hungarian'   # 'hungarian' (one-to-one, SetCriterion) | 'dense' (one-to-many, DenseCriterion)
     # optimisation
     steps: int = 2000
     batch_size: int = 32            # per rank
@@ -83,6 +87,8 @@ class TrainConfig:
 
     def __post_init__(self):
         self.betas = tuple(float(b) for b in self.betas)
+        if self.assignment not in ASSIGNMENTS:
+            raise ValueError(f'assignment must be one of {ASSIGNMENTS}, got {self.assignment!r}')
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -329,8 +335,13 @@ def _to(batch: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, 
 
 
 def build_criterion(model_cfg, cfg: TrainConfig):
-    """``SetCriterion`` with ``loss_overrides``; a ``HungarianMatcher`` with ``matcher_overrides`` when given (else
-    the criterion's own, whose costs equal the loss weights)."""
+    """``assignment='hungarian'``: ``SetCriterion`` with ``loss_overrides``; a ``HungarianMatcher`` with
+    ``matcher_overrides`` when given (else the criterion's own, whose costs equal the loss weights).
+    ``assignment='dense'``: ``DenseCriterion`` (instance-mask assignment) with ``loss_overrides``."""
+    if cfg.assignment == 'dense':
+        from string_perception.training.dense_criterion import DenseCriterion
+        return DenseCriterion(num_classes=model_cfg.num_classes, patch_size=model_cfg.patch_size,
+                              **cfg.loss_overrides)
     from string_perception.matcher import HungarianMatcher
     from string_perception.training.losses import SetCriterion
     matcher = HungarianMatcher(**cfg.matcher_overrides) if cfg.matcher_overrides else None
@@ -542,6 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument('--seed', type=int, default=S)
     o.add_argument('--loss', type=_kv, action='append', default=S, metavar='KEY=VALUE',
                    help='SetCriterion keyword argument (JSON value), e.g. weights=\'{"corners": 10}\'')
+    o.add_argument('--assignment', default=S, help='hungarian (one-to-one) | dense (one-to-many from masks)')
     o.add_argument('--matcher', type=_kv, action='append', default=S, metavar='KEY=VALUE',
                    help='HungarianMatcher keyword argument (JSON value), e.g. cost_corners=10')
     d = p.add_argument_group('data')
@@ -585,7 +597,7 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
-    for name in ('preset', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
+    for name in ('preset', 'assignment', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
                  'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every', 'val_frames',
                  'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:

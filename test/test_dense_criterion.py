@@ -1,0 +1,92 @@
+"""DenseCriterion (training/dense_criterion.py): hand-computed losses on 2 frames x 2 objects, normalisers, weights."""
+import pytest
+import torch
+
+from string_perception.training.dense_criterion import DENSE_WEIGHTS, DenseCriterion
+from string_perception.training.losses import sigmoid_focal_loss
+
+C, P = 3, 4          # classes, patch size; 8x8 masks -> 4 tokens
+
+
+def box(x, y, z, s=0.2):
+    return torch.tensor([x, y, z, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, s, s, s])
+
+
+def frames():
+    """Frame 0: object 0 (class 1) on tokens 0, 1; object 1 (class 2) on token 3.
+    Frame 1: object 0 (class 0) on token 2; object 1 (class 1) covers no pixel (no token)."""
+    m0 = torch.full((8, 8), -1, dtype=torch.int8)
+    m0[0:4, 0:8] = 0
+    m0[4:8, 4:8] = 1
+    m1 = torch.full((8, 8), -1, dtype=torch.int8)
+    m1[4:8, 0:4] = 0
+    t0 = {'labels': torch.tensor([1, 2]), 'boxes': torch.stack([box(0, 0, 1), box(1, 0, 1)]), 'mask': m0}
+    t1 = {'labels': torch.tensor([0, 1]), 'boxes': torch.stack([box(0, 1, 2), box(5, 5, 5)]), 'mask': m1}
+    return [t0, t1]
+
+
+def perfect(targets):
+    """Every positive token predicts its object's box exactly; all logits confident and right."""
+    logits = torch.full((2, 4, C), -30.0)
+    boxes = torch.stack([box(9, 9, 9)] * 8).view(2, 4, 12).clone()
+    for b, (tok, obj) in enumerate([([0, 1, 3], [0, 0, 1]), ([2], [0])]):
+        for n, m in zip(tok, obj):
+            boxes[b, n] = targets[b]['boxes'][m]
+            logits[b, n, targets[b]['labels'][m]] = 30.0
+    return {'logits': logits, 'boxes': boxes}
+
+
+def test_assignment_follows_the_masks():
+    crit = DenseCriterion(C, P)
+    (tok0, obj0), (tok1, obj1) = crit.assign(frames())
+    assert tok0.tolist() == [0, 1, 3] and obj0.tolist() == [0, 0, 1]
+    assert tok1.tolist() == [2] and obj1.tolist() == [0]
+
+
+def test_perfect_prediction_has_zero_box_losses():
+    t = frames()
+    losses = DenseCriterion(C, P)(perfect(t), t)
+    assert losses['params'].item() == 0.0 and losses['corners'].item() == 0.0
+    assert losses['class'].item() < 1e-9
+    assert losses['positives'].item() == 4
+
+
+def test_box_losses_weight_each_object_once_known_values():
+    t = frames()
+    out = perfect(t)
+    out['boxes'][0, 0, 0] += 0.3      # frame 0, object 0 (2 tokens): one token off by 0.3 m in x -> 0.3 / 2
+    out['boxes'][0, 3, 2] += 0.1      # frame 0, object 1 (1 token): off by 0.1 m in z -> 0.1
+    out['boxes'][1, 2, 1] -= 0.2      # frame 1, object 0 (1 token): 0.2 m in y -> 0.2
+    losses = DenseCriterion(C, P)(out, t)
+    # 3 objects got tokens (frame 1's object 1 has none): (0.15 + 0.1 + 0.2) / 3
+    assert losses['params'].item() == pytest.approx(0.45 / 3, abs=1e-6)
+    # a pure translation moves all 8 corners by the same vector: corner L1 = translation L1
+    assert losses['corners'].item() == pytest.approx(0.45 / 3, abs=1e-6)
+
+
+def test_class_loss_is_focal_sum_over_positive_tokens():
+    t = frames()
+    out = perfect(t)
+    out['logits'] = torch.linspace(-3, 3, 24).view(2, 4, C)
+    losses = DenseCriterion(C, P, focal_alpha=0.25, focal_gamma=2.0)(out, t)
+    target = torch.zeros(2, 4, C)
+    target[0, 0, 1] = target[0, 1, 1] = target[0, 3, 2] = target[1, 2, 0] = 1.0
+    expected = sigmoid_focal_loss(out['logits'], target, 0.25, 2.0).sum() / 4
+    assert losses['class'].item() == pytest.approx(expected.item(), rel=1e-6)
+    w = DENSE_WEIGHTS
+    total = w['class'] * losses['class'] + w['params'] * losses['params'] + w['corners'] * losses['corners']
+    assert losses['loss'].item() == pytest.approx(total.item(), rel=1e-6)
+
+
+def test_gradients_reach_boxes_and_logits_and_missing_mask_is_refused():
+    t = frames()
+    out = {k: v.clone().requires_grad_(True) for k, v in perfect(t).items()}
+    out['boxes'].data[0, 0, 0] += 0.1
+    out['logits'].data.zero_()                       # unsaturated scores, so the focal loss has a gradient
+    DenseCriterion(C, P)(out, t)['loss'].backward()
+    assert out['boxes'].grad[0, 0].abs().sum() > 0 and out['boxes'].grad[0, 2].abs().sum() == 0
+    assert out['logits'].grad.abs().sum() > 0
+    with pytest.raises(ValueError, match='mask'):
+        DenseCriterion(C, P)(perfect(t), [{k: v for k, v in x.items() if k != 'mask'} for x in t])
+    with pytest.raises(ValueError):
+        DenseCriterion(C, P, weights={'giou': 1.0})
