@@ -10,12 +10,14 @@ object ``m``:
 * ``corners``: the mean corner L1 (``box_ops.CORNER_SIGNS`` order, L1 summed over xyz, averaged over the 8 corners)
   with the same weights and normaliser.
 
-``K`` and ``P`` are averaged over DDP ranks when ``torch.distributed`` is initialised (at least 1). Targets must hold
+With ``symmetric=True`` (needs ``class_names``) each target is first moved to the member of its symmetry group
+nearest the prediction (``symmetric_targets.align_targets``), so a prediction is never punished for choosing
+another description of the same box. ``K`` and ``P`` are averaged over DDP ranks when ``torch.distributed`` is initialised (at least 1). Targets must hold
 ``'mask'`` (int[H,W] instance mask, see ``training/data.py``) next to ``'labels'`` and ``'boxes'``.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import torch
 import torch.distributed as dist
@@ -24,6 +26,7 @@ from torch import nn
 from ..assignment import assign_from_mask
 from ..box_ops_torch import params_to_corners
 from .losses import sigmoid_focal_loss
+from .symmetric_targets import align_targets, class_kinds
 
 DENSE_WEIGHTS = {'class': 2.0, 'params': 2.0, 'corners': 10.0}
 
@@ -40,8 +43,12 @@ class DenseCriterion(nn.Module):
     """``criterion(outputs, targets) -> {'class', 'params', 'corners', 'loss', 'positives'}`` (scalar tensors)."""
 
     def __init__(self, num_classes: int, patch_size: int, weights: Mapping[str, float] | None = None,
-                 min_coverage: float = 0.5, focal_alpha: float = 0.25, focal_gamma: float = 2.0):
+                 min_coverage: float = 0.5, focal_alpha: float = 0.25, focal_gamma: float = 2.0,
+                 symmetric: bool = False, class_names: Sequence[str] | None = None):
         super().__init__()
+        if symmetric and (class_names is None or len(class_names) != num_classes):
+            raise ValueError('symmetric=True needs class_names, one per class')
+        self.kinds = class_kinds(class_names) if symmetric else None
         unknown = set(weights or {}) - set(DENSE_WEIGHTS)
         if unknown:
             raise ValueError(f'unknown loss weights {sorted(unknown)}; expected {sorted(DENSE_WEIGHTS)}')
@@ -82,6 +89,8 @@ class DenseCriterion(nn.Module):
         loss_class = sigmoid_focal_loss(logits, onehot, self.focal_alpha, self.focal_gamma).sum() / num_pos
 
         src = boxes[batch_idx, tok_idx]                                          # [K,12]
+        if self.kinds is not None:
+            tgt = align_targets(src, tgt, labels, self.kinds)                    # [K,12] nearest equivalent box
         loss_params = ((src - tgt).abs().sum(-1) * weight).sum() / num_obj
         corner_l1 = (params_to_corners(src) - params_to_corners(tgt)).abs().sum(-1).mean(-1)             # [K]
         loss_corners = (corner_l1 * weight).sum() / num_obj

@@ -340,8 +340,10 @@ def build_criterion(model_cfg, cfg: TrainConfig):
     ``assignment='dense'``: ``DenseCriterion`` (instance-mask assignment) with ``loss_overrides``."""
     if cfg.assignment == 'dense':
         from string_perception.training.dense_criterion import DenseCriterion
-        return DenseCriterion(num_classes=model_cfg.num_classes, patch_size=model_cfg.patch_size,
-                              **cfg.loss_overrides)
+        kw = dict(cfg.loss_overrides)
+        if kw.get('symmetric'):
+            kw.setdefault('class_names', tuple(model_cfg.class_names))
+        return DenseCriterion(num_classes=model_cfg.num_classes, patch_size=model_cfg.patch_size, **kw)
     from string_perception.matcher import HungarianMatcher
     from string_perception.training.losses import SetCriterion
     matcher = HungarianMatcher(**cfg.matcher_overrides) if cfg.matcher_overrides else None
