@@ -87,20 +87,22 @@ def make_frames(distinct: int):
 
 
 def bare_pipeline(model: str, frames, rate: float, seconds: float, params: dict) -> list[float]:
-    """``runtime.Pipeline`` total ms per frame (preprocess + inference + postprocess), paced at ``rate``."""
+    """``runtime.Pipeline`` total ms per frame (preprocess + inference + postprocess + tracking), paced at ``rate``."""
     from string_perception.ros import params as P
     from string_perception.runtime import Pipeline
     cfg = {**P.defaults(), **params}
     pipe = Pipeline(model, providers=('CPUExecutionProvider',), intra_op_threads=cfg['intra_op_threads'] or None,
                     intra_op_spinning=cfg['intra_op_spinning'])
     pipe.set_params(score_threshold=P.effective_score_threshold(-1.0, pipe.model.metadata))
+    pipe.set_tracking(P.tracker_config(cfg))                  # the node's tracking stage, as configured
     totals, start, n = [], time.monotonic(), int(round(seconds * rate))
     for i in range(n):
         delay = start + i / rate - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         f = frames[i % len(frames)]
-        r = pipe(f.rgb, f.depth_mm, f.K, encoding='rgb8', depth_encoding='16UC1', intrinsics_hw=(H, W))
+        r = pipe(f.rgb, f.depth_mm, f.K, encoding='rgb8', depth_encoding='16UC1', intrinsics_hw=(H, W),
+                 stamp_s=i / rate)
         totals.append(r.timings['total_ms'])
     return totals
 
@@ -122,7 +124,7 @@ def run_node(a, model: str, params: dict, work: Path, domain: int) -> dict:
     procs = [ChildProcess('node', cmd, env, work / 'node.log', cwd=REPO)]
     out = {'rss': [], 'node_alive': False}
     try:
-        if not procs[0].wait_for_line(READY_LINE, 120):
+        if not procs[0].wait_for_line(READY_LINE, 300):
             raise RuntimeError(f'node did not start:\n{procs[0].log()}')
         if a.listen:
             procs.append(ChildProcess('listener', [sys.executable, str(SOAK), '--role', 'listen', '--out',
@@ -174,23 +176,41 @@ def stage_table(records: list[dict]) -> dict[str, dict]:
     return table
 
 
-def summarise(name: str, params: dict, run: dict, bare: list[float], a) -> dict:
-    pub = run['publisher']
-    sent, first, last = pub.get('sent', 0), pub.get('first_stamp'), pub.get('last_stamp')
-    recs = [r for r in run['records'] if first is not None and first <= r['stamp_ns'] <= last]
+def _answered(run: dict) -> list[dict]:
+    """The stage records of the frames this run's publisher sent."""
+    first, last = run['publisher'].get('first_stamp'), run['publisher'].get('last_stamp')
+    return [r for r in run['records'] if first is not None and first <= r['stamp_ns'] <= last]
+
+
+def summarise(name: str, params: dict, runs: list[dict], bare: list[float], a) -> dict:
+    """Figures over one or more runs (``--rounds``) of a variant; RSS growth: the largest of a run's."""
+    sent = sum(run['publisher'].get('sent', 0) for run in runs)
+    recs = [r for run in runs for r in _answered(run)]
     table = stage_table(recs)
     det, bare_p50, bare_p99 = table['stamp_to_detections'], _pct(bare, 50), _pct(bare, 99)
-    rss = [b for t, b in run['rss'] if t >= a.warmup] or [b for _, b in run['rss']]
+    # load-robust companion: the same frame's pipeline stages inside the node (no run-to-run load drift)
+    inner = np.array([sum(r.get(s, 0.0) for s in ('preprocess', 'inference', 'postprocess', 'tracking'))
+                      for r in recs])
+    outer = np.array([r['stamp_to_detections'] for r in recs])
+    growth = [_rss_figures([b for t, b in run['rss'] if t >= a.warmup] or [b for _, b in run['rss']])
+              for run in runs]
+    run = runs[-1]
     return {'variant': name, 'params': params, 'rate_hz': a.rate, 'duration_s': a.duration, 'sent': sent,
             'answered': len(recs), 'answered_pct': 100.0 * len(recs) / sent if sent else 0.0,
             'stages': table, 'bare_ms': {'p50': bare_p50, 'p99': bare_p99, 'frames': len(bare)},
             'ratio_p50': det['p50'] / bare_p50, 'ratio_p99': det['p99'] / bare_p99,
-            'rss_mb': _rss_figures(rss), 'node_alive': run['node_alive'], 'node_rc': run['node_rc'],
-            'load': {'start': run.get('load_start'), 'end': run.get('load_end'), 'bare': run.get('load_bare')}}
+            'in_node_pipeline_ms': {'p50': _pct(inner, 50), 'p99': _pct(inner, 99)},
+            'ratio_in_node_p50': _pct(outer, 50) / _pct(inner, 50) if len(recs) else float('nan'),
+            'ratio_in_node_p99': _pct(outer, 99) / _pct(inner, 99) if len(recs) else float('nan'),
+            'overhead_ms': {'p50': _pct(outer - inner, 50), 'p99': _pct(outer - inner, 99)},
+            'rss_mb': max(growth, key=lambda g: g['growth_pct'] or 0.0), 'rounds': len(runs),
+            'node_alive': all(r['node_alive'] for r in runs), 'node_rc': [r['node_rc'] for r in runs],
+            'load': {'start': runs[0].get('load_start'), 'end': run.get('load_end'), 'bare': runs[0].get('load_bare')}}
 
 
 def print_variant(res: dict) -> None:
-    print(f"\n== {res['variant']} {json.dumps(res['params'])}: {res['rate_hz']:g} Hz for {res['duration_s']:g} s; "
+    print(f"\n== {res['variant']} {json.dumps(res['params'])}: {res['rate_hz']:g} Hz for {res['rounds']} x "
+          f"{res['duration_s']:g} s; "
           f"{res['load']['start']} at start, {res['load']['end']} at end")
     print(f"{'stage':22s} {'count':>6s} {'p50 ms':>8s} {'p99 ms':>8s} {'mean ms':>8s} {'share':>7s}")
     for s, f in res['stages'].items():
@@ -202,24 +222,30 @@ def print_variant(res: dict) -> None:
     print(f"answered {res['answered']}/{res['sent']} frames ({res['answered_pct']:.1f} %); RSS "
           f"{rss['after_warmup'] or 0:.1f} -> {rss['end'] or 0:.1f} MiB ({(rss['growth_pct'] or 0):+.2f} %); bare "
           f"pipeline p50 {b['p50']:.2f} p99 {b['p99']:.2f} ms ({b['frames']} frames, {res['load']['bare']}); "
-          f"node/bare p50 {res['ratio_p50']:.2f}x p99 {res['ratio_p99']:.2f}x; node rc {res['node_rc']}")
+          f"node/bare p50 {res['ratio_p50']:.2f}x p99 {res['ratio_p99']:.2f}x; node / its own pipeline stages "
+          f"(same frames) p50 {res['ratio_in_node_p50']:.2f}x p99 {res['ratio_in_node_p99']:.2f}x, overhead p50 "
+          f"{res['overhead_ms']['p50']:.2f} p99 {res['overhead_ms']['p99']:.2f} ms; node rc {res['node_rc']}")
 
 
 def print_side_by_side(results: list[dict]) -> None:
     print(f"\n{'variant':18s} {'answered':>9s} {'det p50':>8s} {'det p99':>8s} {'bare p50':>8s} {'bare p99':>8s} "
-          f"{'x p50':>6s} {'x p99':>6s} {'transp':>7s} {'sync':>6s} {'queue':>6s} {'decode':>7s} {'infer':>6s} "
+          f"{'x p50':>6s} {'x p99':>6s} {'xin50':>6s} {'ovh50':>6s} {'transp':>7s} {'sync':>6s} {'queue':>6s} "
+          f"{'decode':>7s} {'infer':>6s} "
           f"{'pub all':>7s} {'RSS %':>6s}  load (1 min, start/end)")
     for r in results:
         st = r['stages']
         pub = sum(st[s]['mean'] for s in st if s.startswith('publish_') and st[s]['count'])
         print(f"{r['variant'][:18]:18s} {r['answered_pct']:8.1f}% {st['stamp_to_detections']['p50']:8.2f} "
               f"{st['stamp_to_detections']['p99']:8.2f} {r['bare_ms']['p50']:8.2f} {r['bare_ms']['p99']:8.2f} "
-              f"{r['ratio_p50']:6.2f} {r['ratio_p99']:6.2f} {st['transport']['p50']:7.2f} {st['sync_wait']['p50']:6.2f} "
+              f"{r['ratio_p50']:6.2f} {r['ratio_p99']:6.2f} {r['ratio_in_node_p50']:6.2f} "
+              f"{r['overhead_ms']['p50']:6.2f} {st['transport']['p50']:7.2f} {st['sync_wait']['p50']:6.2f} "
               f"{st['queue_wait']['p50']:6.2f} {st['decode']['p50']:7.3f} {st['inference']['p50']:6.2f} {pub:7.2f} "
               f"{(r['rss_mb']['growth_pct'] or 0):+6.2f}  {r['load']['start'].split(' (')[0][9:]} / "
               f"{r['load']['end'].split(' (')[0][9:]}")
-    print('(ms; det = header stamp -> detections published in the node; x = node / bare pipeline; pub all = mean '
-          'build+publish of every output; transp/sync/queue/decode/infer = p50)')
+    print('(ms; det = header stamp -> detections published in the node; x = node / bare pipeline; xin50 = p50 node / '
+          'its own preprocess+inference+postprocess+tracking on the same frames; ovh50 = p50 of det minus '
+          'those; pub all = '
+          'mean build+publish of every output; transp/sync/queue/decode/infer = p50)')
 
 
 def main(argv=None) -> int:
@@ -228,6 +254,8 @@ def main(argv=None) -> int:
                     help=f'named ({", ".join(VARIANTS)}) or key=value,... node parameter sets, run in this order')
     ap.add_argument('--rate', type=float, default=30.0, help='frames per second offered to the node')
     ap.add_argument('--duration', type=float, default=20.0, help='seconds of publishing per variant')
+    ap.add_argument('--rounds', type=int, default=1,
+                    help='cycle through the variants this many times (interleaved, against load drift) and pool')
     ap.add_argument('--bare-seconds', type=float, default=10.0, help='seconds of bare pipeline per variant')
     ap.add_argument('--warmup', type=float, default=5.0, help='seconds before the RSS reference sample')
     ap.add_argument('--distinct', type=int, default=4, help='distinct generated scenes cycled through')
@@ -252,15 +280,23 @@ def main(argv=None) -> int:
         root = Path(a.workdir or tmp)
         print(f'[node_latency] model {model}; {a.rate:g} Hz, {a.duration:g} s per variant; ROS_DOMAIN_ID {domain}; '
               f'{load()}', flush=True)
+        pooled = {name: ([], []) for name, _ in specs}          # variant -> (runs, bare ms)
+        for k in range(a.rounds):
+            for name, params in specs:
+                work = root / f"{name.replace('/', '_').replace(',', '_')}_{k}"
+                work.mkdir(parents=True, exist_ok=True)
+                bare_load = load()
+                bare = bare_pipeline(model, frames, a.rate, a.bare_seconds / 2, params)
+                run = run_node(a, model, params, work, domain)
+                bare += bare_pipeline(model, frames, a.rate, a.bare_seconds / 2, params)
+                run['load_bare'] = bare_load
+                pooled[name][0].append(run)
+                pooled[name][1].extend(bare)
+                if a.rounds > 1:
+                    print(f'[node_latency] round {k + 1}/{a.rounds} {name}: answered {len(_answered(run))}/'
+                          f"{run['publisher'].get('sent', 0)}; {run.get('load_end')}", flush=True)
         for name, params in specs:
-            work = root / name.replace('/', '_').replace(',', '_')
-            work.mkdir(parents=True, exist_ok=True)
-            bare_load = load()
-            bare = bare_pipeline(model, frames, a.rate, a.bare_seconds / 2, params)
-            run = run_node(a, model, params, work, domain)
-            bare += bare_pipeline(model, frames, a.rate, a.bare_seconds / 2, params)
-            run['load_bare'] = bare_load
-            res = summarise(name, params, run, bare, a)
+            res = summarise(name, params, *pooled[name], a)
             print_variant(res)
             sys.stdout.flush()
             results.append(res)
