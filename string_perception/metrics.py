@@ -17,6 +17,9 @@ exact oriented IoU of ``iou3d``, computed once per frame and shared by every met
   frame and class with the highest IoU has IoU >= threshold (that box is then matched), else a false positive.
   AP = area under the all-point interpolated precision envelope (VOC 2010+). Classes without ground truth have
   no AP (``None`` in JSON) and are left out of the mean; classes with ground truth but no prediction score 0.
+* **Symmetry-aware** variants (``_sym`` keys, next to the strict ones): the same metrics on the symmetry-aware IoU
+  of :mod:`~string_perception.symmetry` (best IoU over the ground truth's symmetry group, chosen by its class
+  name), so a cylinder turned about its axis or a sphere's cube in another rotation is not counted as an error.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .iou3d import pairwise_box3d_iou
+from .symmetry import paired_symmetric_iou, symmetry_kind
 
 Frame = Mapping[str, Any]
 
@@ -48,6 +52,33 @@ def frame_ious(preds: Sequence[Frame], gts: Sequence[Frame]) -> list[np.ndarray]
     """Per frame, the class-agnostic exact IoU matrix ``[K_pred, M_gt]``."""
     _check(preds, gts)
     return [pairwise_box3d_iou(_params(p), _params(g)) for p, g in zip(preds, gts)]
+
+
+def frame_ious_sym(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequence[str] | None,
+                   ious: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """Per frame, the class-agnostic symmetry-aware IoU matrix ``[K_pred, M_gt]`` (the group is the ground truth's
+    class, ``class_names[label]``; without names every box is a plain box). One batched search over all frames;
+    pairs whose strict IoU is 0 and whose bounding spheres miss stay 0, plain boxes keep their strict IoU."""
+    ious = frame_ious(preds, gts) if ious is None else ious
+    out = [iou.copy() for iou in ious]
+    name = (lambda c: class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c))
+    rows, pred_p, gt_p, names = [], [], [], []
+    for f, (p, g) in enumerate(zip(preds, gts)):
+        gl = _labels(g)
+        sym = np.array([symmetry_kind(name(int(c))) != 'box' for c in gl], dtype=bool)       # [M]
+        if not sym.any() or not len(_labels(p)):
+            continue
+        i, j = np.nonzero(np.broadcast_to(sym, ious[f].shape))
+        rows.append(np.stack([np.full(len(i), f), i, j], 1))
+        pred_p.append(_params(p)[i])
+        gt_p.append(_params(g)[j])
+        names += [name(int(c)) for c in gl[j]]
+    if rows:
+        rows = np.concatenate(rows)
+        vals = paired_symmetric_iou(np.concatenate(pred_p), np.concatenate(gt_p), names)
+        for (f, i, j), v in zip(rows.tolist(), vals.tolist()):
+            out[f][i, j] = v
+    return out
 
 
 def best_iou_per_gt(preds: Sequence[Frame], gts: Sequence[Frame], class_aware: bool = True,
@@ -178,45 +209,63 @@ def _key(threshold: float) -> str:
     return f'ap3d_{round(threshold * 100):d}'
 
 
-def summarize(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequence[str] | None = None,
-              iou_thresholds: Sequence[float] = (0.25, 0.5), include_curves: bool = False) -> dict[str, Any]:
-    """All metrics as a JSON-ready dict (NaN -> None). Keys: ``num_frames, num_gt, num_pred, avg_best_iou``
-    (class-aware), ``avg_best_iou_agnostic``, ``avg_best_iou_per_class {name: v}``, ``ap3d_25``, ``ap3d_50``
-    (means; one per threshold), ``ap3d {'0.25': {'mean', 'per_class': {name: v}}}``, ``iou_thresholds``; with
-    ``include_curves``, ``pr_curves {'0.25': {name: {'precision': [...], 'recall': [...]}}}``.
-    Class names default to the label number as a string."""
-    ious = frame_ious(preds, gts)
+def _scores(preds, gts, ious, class_names, iou_thresholds, include_curves, suffix='') -> dict[str, Any]:
+    """The IoU-based entries of :func:`summarize` for one IoU matrix set, keys ending in ``suffix``."""
     num_classes = len(class_names) if class_names is not None else None
     name = (lambda c: class_names[c] if class_names is not None and 0 <= c < len(class_names) else str(c))
     gt_labels = np.concatenate([_labels(g) for g in gts]) if gts else np.zeros(0, np.int64)
     best = best_iou_per_gt(preds, gts, True, ious)
     classes = range(num_classes) if num_classes is not None else sorted(set(gt_labels.tolist()))
     out: dict[str, Any] = {
-        'num_frames': len(gts), 'num_gt': int(len(gt_labels)),
-        'num_pred': int(sum(len(_labels(p)) for p in preds)),
-        'avg_best_iou': float(best.mean()) if len(best) else float('nan'),
-        'avg_best_iou_agnostic': average_best_iou(preds, gts, False, ious),
-        'avg_best_iou_per_class': {name(c): float(best[gt_labels == c].mean()) if np.any(gt_labels == c)
-                                   else float('nan') for c in classes},
-        'iou_thresholds': list(iou_thresholds), 'ap3d': {},
+        f'avg_best_iou{suffix}': float(best.mean()) if len(best) else float('nan'),
+        f'avg_best_iou_agnostic{suffix}': average_best_iou(preds, gts, False, ious),
+        f'avg_best_iou_per_class{suffix}': {name(c): float(best[gt_labels == c].mean())
+                                            if np.any(gt_labels == c) else float('nan') for c in classes},
+        f'ap3d{suffix}': {},
     }
     if include_curves:
-        out['pr_curves'] = {}
+        out[f'pr_curves{suffix}'] = {}
     for thr in iou_thresholds:
         res = ap3d(preds, gts, thr, num_classes, ious)
-        out[_key(thr)] = res['mean']
-        out['ap3d'][f'{thr:g}'] = {'mean': res['mean'], 'per_class': {name(c): v for c, v in res['per_class'].items()}}
+        out[_key(thr) + suffix] = res['mean']
+        out[f'ap3d{suffix}'][f'{thr:g}'] = {'mean': res['mean'],
+                                           'per_class': {name(c): v for c, v in res['per_class'].items()}}
         if include_curves:
             curves = {}
             for c in res['per_class']:
                 cur = pr_curve(preds, gts, c, thr, ious)
                 curves[name(c)] = {'precision': cur['precision'], 'recall': cur['recall']}
-            out['pr_curves'][f'{thr:g}'] = curves
+            out[f'pr_curves{suffix}'][f'{thr:g}'] = curves
+    return out
+
+
+def summarize(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequence[str] | None = None,
+              iou_thresholds: Sequence[float] = (0.25, 0.5), include_curves: bool = False,
+              symmetric: bool = True) -> dict[str, Any]:
+    """All metrics as a JSON-ready dict (NaN -> None). Keys: ``num_frames, num_gt, num_pred, avg_best_iou``
+    (class-aware), ``avg_best_iou_agnostic``, ``avg_best_iou_per_class {name: v}``, ``ap3d_25``, ``ap3d_50``
+    (means; one per threshold), ``ap3d {'0.25': {'mean', 'per_class': {name: v}}}``, ``iou_thresholds``; with
+    ``include_curves``, ``pr_curves {'0.25': {name: {'precision': [...], 'recall': [...]}}}``. With ``symmetric``
+    (default) every one of these IoU entries again on the symmetry-aware IoU, its key ending in ``_sym``
+    (``avg_best_iou_sym``, ``ap3d_25_sym``, ``ap3d_sym``, ...; the group needs ``class_names``: without them the
+    ``_sym`` entries equal the strict ones). Class names default to the label number as a string."""
+    ious = frame_ious(preds, gts)
+    gt_labels = np.concatenate([_labels(g) for g in gts]) if gts else np.zeros(0, np.int64)
+    out: dict[str, Any] = {
+        'num_frames': len(gts), 'num_gt': int(len(gt_labels)),
+        'num_pred': int(sum(len(_labels(p)) for p in preds)),
+        **_scores(preds, gts, ious, class_names, iou_thresholds, include_curves),
+        'iou_thresholds': list(iou_thresholds),
+    }
+    if symmetric:
+        out.update(_scores(preds, gts, frame_ious_sym(preds, gts, class_names, ious), class_names, iou_thresholds,
+                           include_curves, suffix='_sym'))
     return _json(out)
 
 
 def headline(summary: Mapping[str, Any]) -> dict[str, float]:
     """The scalar numbers tracked during training: ``avg_best_iou``, ``avg_best_iou_agnostic``, ``ap3d_<thr>``
-    (None -> NaN)."""
+    and, where the summary has them, the same with ``_sym`` (None -> NaN)."""
     keys = ['avg_best_iou', 'avg_best_iou_agnostic'] + [_key(t) for t in summary.get('iou_thresholds', ())]
+    keys += [k + '_sym' for k in keys]
     return {k: float('nan') if summary.get(k) is None else float(summary[k]) for k in keys if k in summary}

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from scipy.spatial.transform import Rotation
+
 from string_perception import metrics
 from string_perception.box_ops import encode_box_params
 
@@ -113,7 +115,9 @@ def test_curves_and_headline():
     assert set(s['pr_curves']) == {'0.25', '0.5', '0.7'}
     assert s['pr_curves']['0.5']['0'] == {'precision': [1.0], 'recall': [1.0]}
     h = metrics.headline(s)
-    assert set(h) == {'avg_best_iou', 'avg_best_iou_agnostic', 'ap3d_25', 'ap3d_50', 'ap3d_70'}
+    strict = {'avg_best_iou', 'avg_best_iou_agnostic', 'ap3d_25', 'ap3d_50', 'ap3d_70'}
+    assert set(h) == strict | {k + '_sym' for k in strict}
+    assert {k: h[k + '_sym'] for k in strict} == {k: h[k] for k in strict}     # no class names: plain boxes
     assert h['ap3d_50'] == pytest.approx(0.5) and all(isinstance(v, float) for v in h.values())
 
 
@@ -140,3 +144,57 @@ def test_f1_threshold_keeps_tied_scores_together_and_handles_empty():
     assert best['threshold'] == pytest.approx(0.6) and best['f1'] == pytest.approx(2 / 3)
     none = metrics.f1_threshold([frame([], [], [])], gts, 0.25, num_classes=1)
     assert math.isnan(none['threshold']) and none['f1'] == 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Symmetry-aware variants
+# ----------------------------------------------------------------------------------------------------------------
+
+SCENE_NAMES = ['box', 'cylinder', 'sphere', 'cone', 'capsule']
+
+
+def turned(deg, axis='z', x=0.0, size=(1.0, 1.0, 1.0)):
+    R = Rotation.from_euler(axis, deg, degrees=True).as_matrix()
+    return encode_box_params(np.array([x, 0.0, 3.0]), R, np.array(size))
+
+
+def test_symmetric_metrics_forgive_turns_within_the_ground_truths_group():
+    # A square prism turned 45 degrees about its long axis: strict IoU 1/sqrt(2) (the octagon); it is the same
+    # cylinder / cone / capsule, so symmetry-aware IoU 1. The same turn of a box class stays 1/sqrt(2).
+    prism = dict(size=(1.0, 1.0, 2.0))
+    gts = [frame([box(size=(1.0, 1.0, 2.0)), box(x=5.0, size=(1.0, 1.0, 2.0))], [1, 0]),
+           frame([box(size=(1.0, 1.0, 2.0))], [4]), frame([box(size=(1.0, 1.0, 2.0))], [3])]
+    preds = [frame([turned(45, **prism), turned(45, x=5.0, **prism)], [1, 0], [0.9, 0.8]),
+             frame([turned(45, **prism)], [4], [0.7]), frame([turned(45, **prism)], [3], [0.6])]
+    s = metrics.summarize(preds, gts, class_names=SCENE_NAMES, iou_thresholds=(0.5, 0.75))
+    r = 1 / np.sqrt(2)
+    assert s['avg_best_iou'] == pytest.approx(r, abs=1e-9) and s['ap3d_75'] == 0.0 and s['ap3d_50'] == 1.0
+    assert s['avg_best_iou_per_class_sym'] == {'box': pytest.approx(r, abs=1e-9), 'cylinder': pytest.approx(1.0),
+                                               'sphere': None, 'cone': pytest.approx(1.0),
+                                               'capsule': pytest.approx(1.0)}
+    assert s['avg_best_iou_sym'] == pytest.approx((3 + r) / 4, abs=1e-6)
+    assert s['ap3d_sym']['0.75']['per_class'] == {'box': 0.0, 'cylinder': 1.0, 'sphere': None, 'cone': 1.0,
+                                                  'capsule': 1.0}
+    assert s['ap3d_75_sym'] == pytest.approx(0.75)
+    h = metrics.headline(s)
+    assert h['ap3d_75'] == 0.0 and h['ap3d_75_sym'] == pytest.approx(0.75)
+
+
+def test_sphere_cube_in_any_rotation_and_turns_about_the_wrong_axis():
+    rot = Rotation.from_euler('xyz', [20, 35, 50], degrees=True).as_matrix()
+    cube_turned = encode_box_params(np.array([0.0, 0.0, 3.0]), rot, np.ones(3))
+    gts = [frame([A], [2])]
+    preds = [frame([cube_turned], [2], [0.9])]
+    s = metrics.summarize(preds, gts, class_names=SCENE_NAMES)
+    assert s['avg_best_iou'] < 0.8 and s['avg_best_iou_sym'] == pytest.approx(1.0, abs=1e-9)
+    # A cylinder turned 45 degrees about x (not its axis z) is a different object: no better than strict.
+    gts = [frame([box(size=(1.0, 1.0, 2.0))], [1])]
+    preds = [frame([turned(45, axis='x', size=(1.0, 1.0, 2.0))], [1], [0.9])]
+    ious = metrics.frame_ious(preds, gts)
+    sym = metrics.frame_ious_sym(preds, gts, SCENE_NAMES)
+    assert 0 < ious[0][0, 0] < 0.7 and sym[0][0, 0] >= ious[0][0, 0] and sym[0][0, 0] < 0.75
+    # class-agnostic: the GT's class chooses the group, whatever the prediction's class
+    preds = [frame([turned(30, size=(1.0, 1.0, 2.0))], [0], [0.9])]
+    s = metrics.summarize(preds, gts, class_names=SCENE_NAMES)
+    assert s['avg_best_iou_sym'] == 0.0 and s['avg_best_iou_agnostic_sym'] == pytest.approx(1.0, abs=1e-9)
+    assert s['avg_best_iou_agnostic'] < 0.9
