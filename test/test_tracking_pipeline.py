@@ -1,4 +1,6 @@
 """Tracking as the pipeline's last stage: same detections, tracks per stream, reset, batch == one by one."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -53,3 +55,40 @@ def test_run_batch_tracks_in_order_like_single_calls(model_path):
         assert a.tracks.ids.tolist() == b.tracks.ids.tolist()
         assert a.tracks.detection_ids.tolist() == b.tracks.detection_ids.tolist()
         np.testing.assert_allclose(a.tracks.translations, b.tracks.translations, atol=1e-6)
+
+
+def test_bag_evaluator_tracks_the_published_detections(tmp_path):
+    """evaluate_bag tracks what the node would publish: with birth after 1 hit every detection at the operating
+    threshold gets an id (unique in its frame), the output bag carries them, and tracking=None turns it off."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bag_helpers import frames, write_bag
+    from string_perception.bags.eval_bag import evaluate_bag
+    from string_perception.scenes import CLASS_NAMES
+    model = save_tiny_model(tmp_path / 'tiny.onnx', labels=CLASS_NAMES, logit_bias=3.0)
+    bag = write_bag(tmp_path / 'bag', frames(4))
+    pipe = Pipeline(model, CPU_ONLY, score_threshold=0.05)
+    with_msgs = importlib.util.find_spec('vision_msgs') is not None and importlib.util.find_spec('rclpy') is not None
+    res = evaluate_bag(bag, pipe, operating_threshold=0.5, tracking=TrackerConfig(birth_hits=1), output_bag=with_msgs)
+    published = []
+    for i in range(4):
+        f = frames(4)[i]
+        published.append(int((Pipeline.from_model(pipe.model, score_threshold=0.05)(
+            f.rgb, f.depth_mm, f.K, depth_encoding='16UC1').detections.scores >= 0.5).sum()))
+    assert sum(published) > 0
+    assert sum(res.track_lengths.values()) == sum(published)
+    assert pipe.tracker.config.min_score == 0.5
+    if with_msgs:
+        from rclpy.serialization import deserialize_message
+        from vision_msgs.msg import Detection3DArray
+        from string_perception.bags.output_bag import DETECTIONS_TOPIC
+        msgs = [deserialize_message(raw, Detection3DArray) for _, topic, _, raw in res.outputs.messages
+                if topic == DETECTIONS_TOPIC]
+        ids = [[d.id for d in m.detections] for m in msgs]
+        assert [len(i) for i in ids] == published
+        assert all(len(set(i)) == len(i) and all(x.isdigit() for x in i) for i in ids)
+        assert {int(x) for i in ids for x in i} == set(res.track_lengths)
+    off = evaluate_bag(bag, Pipeline.from_model(pipe.model, score_threshold=0.05), operating_threshold=0.5,
+                       tracking=None)
+    assert off.track_lengths == {}

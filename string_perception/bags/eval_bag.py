@@ -12,7 +12,9 @@ both give the same numbers on the same frames. Writes to ``--out``: ``metrics.js
 AP3D@0.25/0.5 overall and per class, the same at the node's operating threshold, latency percentiles, what
 could not be used), ``iou_hist.png``, ``pr_curve_25.png``, ``pr_curve_50.png``, ``latency_hist.png``, annotated
 frames ``frame_<index>.png`` and, with ``--output-bag``, a copy of the bag with the node's ``detections`` and
-``markers`` topics added (for RViz). Exit status: 0, 1 when no frame could be evaluated, 2 for a bad bag or
+``markers`` topics added (for RViz; detections carry the track ids the node would give). Frames are tracked as the
+node tracks them (``runtime.tracking`` on the detections at the operating threshold, bag stamps as time), and
+``metrics.json`` reports the confirmed tracks (``tracking``). Exit status: 0, 1 when no frame could be evaluated, 2 for a bad bag or
 arguments.
 """
 from __future__ import annotations
@@ -56,6 +58,7 @@ class BagEvaluation:
     operating_threshold: float = 0.0
     labels: tuple[str, ...] = ()
     provider: str = ''
+    track_lengths: dict[int, int] = dataclasses.field(default_factory=dict)   # track id -> frames it was matched
 
     @property
     def frames_evaluated(self) -> int:
@@ -64,11 +67,14 @@ class BagEvaluation:
 
 def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TOPICS, slop_s: float = NODE_SLOP_S,
                  intrinsics=None, operating_threshold: float | None = None, num_draw: int = 0,
-                 max_frames: int | None = None, output_bag: bool = False, progress: bool = False) -> BagEvaluation:
+                 max_frames: int | None = None, output_bag: bool = False, progress: bool = False,
+                 tracking: Any = 'default') -> BagEvaluation:
     """Run ``pipeline`` (a ``runtime.Pipeline``, decoding at a low threshold for AP) over the bag's frames.
 
     ``operating_threshold``: the node's threshold (default: the model's recommended one, as the node picks it);
-    reported next to the all-scores metrics and used for the output bag's detections. Raises :class:`BagError`.
+    reported next to the all-scores metrics and used for the output bag's detections. ``tracking``: a
+    ``TrackerConfig`` (``'default'``: the node's defaults; None: off) run on the detections at the operating
+    threshold, a fresh tracker per bag. Raises :class:`BagError`.
     """
     from ..ros.params import effective_score_threshold
     from ..runtime.errors import InputError
@@ -77,6 +83,10 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
         operating_threshold = effective_score_threshold(-1.0, pipeline.model.metadata)
     res = BagEvaluation(report=None, operating_threshold=float(operating_threshold), labels=tuple(pipeline.labels),
                         provider=pipeline.provider)
+    if tracking == 'default':
+        from ..ros.params import defaults, tracker_config
+        tracking = tracker_config(defaults())
+    pipeline.set_tracking(None if tracking is None else tracking.replace(min_score=res.operating_threshold))
     if output_bag:
         from .output_bag import NodeOutputs
         res.outputs = NodeOutputs()
@@ -92,7 +102,8 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
                 break
             try:
                 out = pipeline(frame.rgb, frame.depth, frame.K, encoding=frame.encoding,
-                               depth_encoding=frame.depth_encoding, intrinsics_hw=frame.info_hw)
+                               depth_encoding=frame.depth_encoding, intrinsics_hw=frame.info_hw,
+                               stamp_s=frame.stamp_ns * 1e-9)
             except InputError as e:
                 reader.report.skip('bad_input', f'frame {frame.index}: {e.kind}: {e.message}')
                 continue
@@ -105,9 +116,14 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
             if len(res.drawn) < num_draw:
                 res.drawn[frame.index] = SimpleNamespace(rgb=to_rgb(frame.rgb, frame.encoding), K=frame.K, pred=pred,
                                                          gt=frame.ground_truth)
+            ids = None if out.tracks is None else out.tracks.detection_ids              # [M] track id or -1
+            for tid in (() if ids is None else ids[ids >= 0]):
+                res.track_lengths[int(tid)] = res.track_lengths.get(int(tid), 0) + 1
             if res.outputs is not None:
-                res.outputs.add(_at_threshold(out.detections, res.operating_threshold), frame.stamp_ns,
-                                frame.frame_id, frame.log_time_ns + int(out.timings['total_ms'] * 1e6))
+                published = _at_threshold(out.detections, res.operating_threshold)
+                res.outputs.add(published, frame.stamp_ns, frame.frame_id,
+                                frame.log_time_ns + int(out.timings['total_ms'] * 1e6),
+                                ids=None if ids is None else ids[:len(published)])
     if res.gts:
         res.summary = E.evaluate_predictions(res.preds, res.gts, res.labels,
                                              operating_threshold=res.operating_threshold, include_curves=True)
@@ -171,6 +187,9 @@ def metrics_report(res: BagEvaluation, args: argparse.Namespace, seconds: float)
         'num_objects': int(sum(len(g['labels']) for g in res.gts)),
         'headline': E.headline(res.summary) if res.summary is not None else None,
         'metrics': summary, 'latency_ms': latency_stats(res.timings), 'read': res.report.to_dict(),
+        'tracking': {'confirmed_tracks': len(res.track_lengths),
+                     'mean_track_frames': float(np.mean(list(res.track_lengths.values()))) if res.track_lengths
+                     else 0.0},
         'seconds': seconds,
     }
 

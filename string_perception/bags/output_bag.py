@@ -37,11 +37,12 @@ class NodeOutputs:
         self._markers = MarkerBuilder(defaults()['marker_alpha'] if marker_alpha is None else marker_alpha)
         self.messages: list[tuple[int, str, str, bytes]] = []
 
-    def add(self, detections, stamp_ns: int, frame_id: str, log_time_ns: int) -> None:
+    def add(self, detections, stamp_ns: int, frame_id: str, log_time_ns: int, ids=None) -> None:
+        """One frame's published detections (``ids``: their track ids, -1 = none, as the node sets them)."""
         header = SimpleNamespace(stamp=SimpleNamespace(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000),
                                  frame_id=frame_id)
         self.messages.append((log_time_ns, DETECTIONS_TOPIC, DETECTIONS,
-                              self._serialize(self._to_msg(detections, header))))
+                              self._serialize(self._to_msg(detections, header, ids))))
         self.messages.append((log_time_ns, MARKERS_TOPIC, MARKERS, self._serialize(self._markers.build(detections,
                                                                                                         header))))
 
