@@ -35,6 +35,7 @@ setup(
             'string-perception-record = string_perception.bags.record:main',
             'string-perception-eval = string_perception.bags.eval_bag:main',
             'string-perception-demo = string_perception.demo:main',
+            'string-perception-sim = string_perception.ros.sim_camera:main',
         ],
     },
 )

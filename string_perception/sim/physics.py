@@ -71,25 +71,29 @@ def sample_arms(rng, model, data, idx: Indexing, home: np.ndarray, spread: np.nd
     return home
 
 
+def drop_object(rng, model, data, idx: Indexing, i: int, center, half, z0: float, tries: int = 30) -> None:
+    """Object i at a random pose over the drop region at height z0 + its bounding radius, lifted until it
+    touches nothing (arms, table or other objects); at rest."""
+    a, g = idx.obj_qpos[i], idx.obj_geom[i]
+    mask = np.zeros(model.ngeom, bool)
+    mask[g] = True
+    R = uniform_rotation(*rng.random(3))
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, R.ravel())
+    z = z0 + model.geom_rbound[g] + float(np.linalg.norm(model.geom_pos[g])) + 0.005
+    for k in range(tries):
+        xy = center + rng.uniform(-1.0, 1.0, 2) * half
+        data.qpos[a:a + 7] = [xy[0], xy[1], z + 0.02 * k + rng.uniform(0, 0.05), *quat]
+        mujoco.mj_forward(model, data)
+        if not _penetrating(data, mask, tol=-1e-4):             # not even touching
+            break
+    data.qvel[idx.obj_dof[i]:idx.obj_dof[i] + 6] = 0.0
+
+
 def place_objects(rng, model, data, idx: Indexing, center, half, support_z: float, tries: int = 30) -> None:
-    """Each object in turn at a random pose over the drop region, just above the support, lifted until it
-    touches nothing (arms, table or the objects placed before it)."""
-    obj_mask = np.zeros(model.ngeom, bool)
-    for i, a in enumerate(idx.obj_qpos):
-        g = idx.obj_geom[i]
-        obj_mask[:] = False
-        obj_mask[g] = True
-        R = uniform_rotation(*rng.random(3))
-        quat = np.zeros(4)
-        mujoco.mju_mat2Quat(quat, R.ravel())
-        z = support_z + model.geom_rbound[g] + 0.005
-        for k in range(tries):
-            xy = center + rng.uniform(-1.0, 1.0, 2) * half
-            data.qpos[a:a + 7] = [xy[0], xy[1], z + 0.02 * k + rng.uniform(0, 0.05), *quat]
-            mujoco.mj_forward(model, data)
-            if not _penetrating(data, obj_mask, tol=-1e-4):     # not even touching
-                break
-        data.qvel[idx.obj_dof[i]:idx.obj_dof[i] + 6] = 0.0
+    """Every object in turn dropped just above the support (drop_object)."""
+    for i in range(len(idx.obj_qpos)):
+        drop_object(rng, model, data, idx, i, center, half, support_z, tries)
 
 
 def settle(model, data, idx: Indexing, q_arm: np.ndarray, max_time_s: float, speed_m_s: float) -> float:

@@ -1,0 +1,133 @@
+"""A workcell that keeps running: arms move between random collision-free configurations (kinematically, so
+they push the objects in their way), objects that leave the support are dropped again and every
+`respawn_period_s` one more object is re-dropped over the drop region (a conveyor-like feed). ROS-free; the
+live camera node (ros/sim_camera.py) publishes what `LiveCell.view()` returns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from .camera import CameraDraw, look_at, rig_pose, sample_camera
+from .config import SimConfig
+from .generator import SceneState, build_scene, label_view, pick_rig
+from .physics import drop_object, sample_arms
+
+
+@dataclass(frozen=True)
+class LiveConfig:
+    arm_speed_rad_s: float = 0.5          # joint-space speed of the largest joint motion
+    respawn_period_s: float = 2.0         # re-drop one object this often (0 = only those that fell off)
+    fall_margin_m: float = 0.05           # an object this far below the support has left it
+
+
+@dataclass
+class View:
+    """One camera view of the running cell."""
+    frame: object                  # SimFrame (labels in the camera optical frame)
+    time_s: float                  # simulated time
+    camera: CameraDraw
+    joint_names: tuple
+    joint_positions: np.ndarray    # [J]
+    joint_velocities: np.ndarray   # [J]
+    links: list                    # (body name, position [3], quaternion w x y z) of every robot link
+
+
+class LiveCell:
+    def __init__(self, config: SimConfig, seed: int = 0, rig: str | None = None, live: LiveConfig = LiveConfig()):
+        self.cfg, self.live = config, live
+        self.state, self.rng = build_scene(seed, config)
+        st = self.state
+        self.rig = pick_rig(st, config.replace(cameras=(rig,) if rig else config.cameras), self.rng)
+        self.camera = sample_camera(self.rng, self.rig, st.model, st.data, config)   # jittered once per run
+        self.q = st.q_arm.copy()
+        self.qdot = np.zeros_like(self.q)
+        self.target = self.q.copy()
+        self.next_respawn = live.respawn_period_s
+        self.respawned = 0
+        m = st.model
+        self.static_geom = (m.geom_bodyid == 0) | np.isin(m.geom_bodyid, [m.body(n).id for n in ('table', 'tray')
+                                                                            if _has_body(m, n)])
+        self.link_bodies = [b for b in range(1, m.nbody) if st.index.arm_geom[m.geom_bodyid == b].any()]
+
+    @property
+    def time_s(self) -> float:
+        return float(self.state.data.time)
+
+    def _new_target(self) -> None:
+        st = self.state
+        q_now = st.data.qpos[st.index.arm_qpos].copy()
+        self.target = sample_arms(self.rng, st.model, st.data, st.index, st.cell.arm_home, st.cell.arm_spread)
+        st.data.qpos[st.index.arm_qpos] = q_now
+        mujoco.mj_forward(st.model, st.data)
+
+    def advance(self, dt: float) -> None:
+        """Simulate `dt` seconds: arm motion, physics, fallen / periodic re-drops."""
+        st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
+        steps = max(1, int(round(dt / m.opt.timestep)))
+        for _ in range(steps):
+            delta = self.target - self.q
+            span = np.abs(delta).max()
+            if span < 1e-3:
+                self._new_target()
+                continue
+            step = min(1.0, self.live.arm_speed_rad_s * m.opt.timestep / span)
+            q_prev = self.q
+            self.q = self.q + step * delta
+            self.qdot = (self.q - q_prev) / m.opt.timestep
+            d.qpos[idx.arm_qpos] = self.q
+            d.qvel[idx.arm_dof] = self.qdot
+            mujoco.mj_step(m, d)
+            arm_vs_static = [c for c in d.contact[:d.ncon] if c.dist < -0.005 and (
+                (idx.arm_geom[c.geom1] and self.static_geom[c.geom2]) or
+                (idx.arm_geom[c.geom2] and self.static_geom[c.geom1]))]
+            if arm_vs_static:                  # the straight joint path runs into the table: turn back
+                self.q = q_prev
+                self.target = q_prev
+        self._redrop(dt)
+
+    def _redrop(self, dt: float) -> None:
+        st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
+        if len(idx.obj_qpos) == 0:
+            return
+        cell = st.cell
+        z = d.qpos[idx.obj_qpos + 2]                                                   # [O] body heights
+        fallen = np.flatnonzero(z < cell.support_z - self.live.fall_margin_m)
+        periodic = []
+        if self.live.respawn_period_s > 0 and self.time_s >= self.next_respawn:
+            self.next_respawn += self.live.respawn_period_s
+            periodic = [self.respawned % len(idx.obj_qpos)]
+        for i in list(fallen) + periodic:
+            drop_object(self.rng, m, d, idx, int(i), cell.drop_center, cell.drop_half, cell.support_z + 0.1)
+            self.respawned += 1
+        d.qpos[idx.arm_qpos] = self.q
+        mujoco.mj_forward(m, d)
+
+    def view(self) -> View:
+        """Render and label the current state through the run's camera (wrist cameras follow the gripper)."""
+        st = self.state
+        cam = self.camera
+        if self.rig.body is not None:
+            eye, target = rig_pose(self.rig, st.model, st.data)
+            cam = CameraDraw(cam.rig, look_at(eye, target), eye, cam.f, cam.pad, cam.crop, cam.height, cam.width)
+        frame = label_view(st, cam, self.cfg, self.rng)[0]
+        frame.seed = -1
+        links = [(st.model.body(b).name, st.data.xpos[b].copy(), st.data.xquat[b].copy()) for b in self.link_bodies]
+        return View(frame, self.time_s, cam, tuple(st.cell.arm_joints), self.q.copy(), self.qdot.copy(), links)
+
+    def objects_moved_since(self, positions: np.ndarray) -> np.ndarray:
+        """Distance [O] each object's centre moved since `positions` [O,3] (object_positions())."""
+        return np.linalg.norm(self.object_positions() - positions, axis=1)
+
+    def object_positions(self) -> np.ndarray:
+        st = self.state
+        return st.data.xpos[st.model.geom_bodyid[st.index.obj_geom]].copy()
+
+
+def _has_body(model, name: str) -> bool:
+    return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name) >= 0
+
+
+__all__ = ['LiveCell', 'LiveConfig', 'View']
