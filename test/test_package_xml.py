@@ -19,6 +19,7 @@ ROSDEP_KEYS = {
     **{k: 'ROS 2 package (ros2/common_interfaces)' for k in ('std_msgs', 'sensor_msgs', 'geometry_msgs',
                                                              'visualization_msgs', 'diagnostic_msgs')},
     'vision_msgs': 'ROS 2 package (ros-perception/vision_msgs)',
+    'tf2_msgs': 'ROS 2 package (ros2/geometry2)',
     'message_filters': 'ROS 2 package (ros2/message_filters)',
     'cv_bridge': 'ROS 2 package (ros-perception/vision_opencv)',
     'tf2_ros_py': 'ROS 2 package (ros2/geometry2): the Python tf2_ros module',
@@ -32,7 +33,8 @@ ROSDEP_KEYS = {
 MODULE_KEY = {'tf2_ros': 'tf2_ros_py', 'cv2': 'python3-opencv', 'numpy': 'python3-numpy',
               'scipy': 'python3-scipy', 'yaml': 'python3-yaml'}
 # installed with pip (README), no rosdep key; torch & co. only for training/export
-PIP_ONLY = {'onnxruntime', 'onnx', 'rosbags', 'torch', 'tqdm', 'matplotlib', 'onnxscript', 'string_perception'}
+PIP_ONLY = {'onnxruntime', 'onnx', 'rosbags', 'filterpy', 'torch', 'tqdm', 'matplotlib', 'onnxscript', 'mujoco',
+            'string_perception'}
 
 
 def _package():
