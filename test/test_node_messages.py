@@ -48,15 +48,31 @@ def test_detections_round_trip_with_header_pose_and_results():
     assert first.header.frame_id == 'cam_optical' and first.header.stamp.nanosec == 345
     o = first.bbox.center.orientation
     np.testing.assert_allclose([o.x, o.y, o.z, o.w], d.quaternions_xyzw[0])      # x, y, z, w order
-    assert first.results[0].hypothesis.class_id == 'mug' and first.results[0].hypothesis.score == pytest.approx(0.9)
+    # vision_msgs' convention: class_id = the integer id as a string; LabelInfo maps it to the name
+    assert [x.results[0].hypothesis.class_id for x in msg.detections] == ['0', '1', '0', '1']
+    assert first.results[0].hypothesis.score == pytest.approx(0.9)
     assert first.results[0].pose.pose.position.z == pytest.approx(d.translations[0, 2])
     back = detections_from_msg(msg, labels=['mug', 'box'])
     np.testing.assert_allclose(back['params'][:, :3], d.translations)
     np.testing.assert_allclose(back['params'][:, 3:6], d.rotations[:, :, 0], atol=1e-12)
     np.testing.assert_allclose(back['params'][:, 9:], d.sizes)
     assert back['labels'].tolist() == [0, 1, 0, 1] and back['class_names'] == d.class_names
+    named = detections_from_msg(msg, labels=['box', 'mug'], id_names={0: 'mug', 1: 'box'})   # LabelInfo decides
+    assert named['class_names'] == d.class_names and named['labels'].tolist() == [1, 0, 1, 0]
+    assert detections_from_msg(msg)['class_names'] == ['0', '1', '0', '1']          # no labels: the id itself
     empty = detections_to_msg(Detections.empty(), _header())
     assert empty.detections == [] and detections_from_msg(empty)['params'].shape == (0, 12)
+
+
+def test_resolve_class_reads_both_conventions():
+    from string_perception.ros.messages import class_id_string, resolve_class
+    labels = ['box', 'cylinder', 'sphere']
+    assert class_id_string(np.int64(2)) == '2'
+    assert resolve_class('2', labels) == (2, 'sphere')                     # new: id indexes the labels
+    assert resolve_class('sphere', labels) == (2, 'sphere')                # old: the class name
+    assert resolve_class('7', labels) == (-1, '7') and resolve_class('cone', labels) == (-1, 'cone')
+    assert resolve_class('1', labels, {1: 'sphere'}) == (2, 'sphere')      # LabelInfo names the id
+    assert resolve_class('1', labels, {1: 'mug'}) == (-1, 'mug')
 
 
 @needs_msgs
