@@ -61,18 +61,24 @@ def noisy_detections(frame, rng: np.random.Generator, noise_m: float, dropout: f
     return Detections.from_boxes(t, s, rotations=R, class_ids=cls, scores=np.full(len(t), 0.9))
 
 
-def score_sequence(mm, seq, dets_per_frame, config: TrackerConfig, match_m: float):
-    """(motmetrics accumulator, per-frame update (CPU ms, wall ms)) of one sequence."""
+def score_sequence(mm, seq, dets_per_frame, config: TrackerConfig | None, match_m: float):
+    """(motmetrics accumulator, per-frame update (CPU ms, wall ms)) of one sequence. ``config=None``: no tracker,
+    the raw detections with a new id each (the detector's own misses and false positives, for reference)."""
     acc = mm.MOTAccumulator(auto_id=True)
-    tracker = Tracker(config)
-    times = []
+    tracker = Tracker(config) if config is not None else None
+    times, next_id = [], 1
     for sf, dets in zip(seq, dets_per_frame):
-        c0, t0 = time.thread_time(), time.perf_counter()
-        tracks = tracker.update(dets, sf.stamp_s)
-        times.append(((time.thread_time() - c0) * 1e3, (time.perf_counter() - t0) * 1e3))
+        if tracker is None:
+            centres, ids = dets.translations, list(range(next_id, next_id + len(dets)))
+            next_id += len(dets)
+        else:
+            c0, t0 = time.thread_time(), time.perf_counter()
+            tracks = tracker.update(dets, sf.stamp_s)
+            times.append(((time.thread_time() - c0) * 1e3, (time.perf_counter() - t0) * 1e3))
+            centres, ids = tracks.translations, tracks.ids.tolist()
         gt = sf.frame.translations                                                    # [M,3]
-        d = np.linalg.norm(gt[:, None] - tracks.translations[None], axis=2)           # [M,T]
-        acc.update(sf.object_ids.tolist(), tracks.ids.tolist(), np.where(d <= match_m, d, np.nan))
+        d = np.linalg.norm(gt[:, None] - centres[None], axis=2)                       # [M,T]
+        acc.update(sf.object_ids.tolist(), ids, np.where(d <= match_m, d, np.nan))
     return acc, times
 
 
@@ -127,7 +133,8 @@ def main(argv=None) -> int:
     threshold = None
     if not a.no_model:
         inputs['model'], threshold = model_detections(a.model, seqs)
-    configs = {'distance (default)': TrackerConfig(), 'iou': TrackerConfig(association='iou')}
+    configs = {'none: raw detections, new id each': None, 'distance (default)': TrackerConfig(),
+               'iou': TrackerConfig(association='iou')}
     mh = mm.metrics.create()
     rows, times = [], []
     for inp, dets in inputs.items():
