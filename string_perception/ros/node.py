@@ -378,9 +378,12 @@ class StringPerceptionNode(LifecycleNode):
         return rgb, enc, dep, dep_enc, K, hw
 
     def _process(self, frame) -> None:
-        """Worker thread: one synchronised frame -> published outputs (or a counted, logged failure)."""
+        """Worker thread: one synchronised frame ``(image, depth, info, FrameTiming)`` -> published outputs (or a
+        counted, logged failure); a frame handed over without its timing (tests) is timed from now."""
         from ..runtime.errors import InferenceError, InputError
-        image, depth, info, timing = frame
+        image, depth, info, *timed = frame
+        timing = timed[0] if timed else FrameTiming(stamp_to_ns(image.header.stamp), None, self._now_ns(),
+                                                    self._now_ns)
         timing.started()
         pipeline, cfg, pubs = self.pipeline, dict(self.cfg), self._pubs
         if pipeline is None or not self._active:
