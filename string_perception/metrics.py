@@ -241,15 +241,17 @@ def _scores(preds, gts, ious, class_names, iou_thresholds, include_curves, suffi
 
 def summarize(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequence[str] | None = None,
               iou_thresholds: Sequence[float] = (0.25, 0.5), include_curves: bool = False,
-              symmetric: bool = True) -> dict[str, Any]:
+              symmetric: bool = True, ious: list[np.ndarray] | None = None,
+              ious_sym: list[np.ndarray] | None = None) -> dict[str, Any]:
     """All metrics as a JSON-ready dict (NaN -> None). Keys: ``num_frames, num_gt, num_pred, avg_best_iou``
     (class-aware), ``avg_best_iou_agnostic``, ``avg_best_iou_per_class {name: v}``, ``ap3d_25``, ``ap3d_50``
     (means; one per threshold), ``ap3d {'0.25': {'mean', 'per_class': {name: v}}}``, ``iou_thresholds``; with
     ``include_curves``, ``pr_curves {'0.25': {name: {'precision': [...], 'recall': [...]}}}``. With ``symmetric``
     (default) every one of these IoU entries again on the symmetry-aware IoU, its key ending in ``_sym``
     (``avg_best_iou_sym``, ``ap3d_25_sym``, ``ap3d_sym``, ...; the group needs ``class_names``: without them the
-    ``_sym`` entries equal the strict ones). Class names default to the label number as a string."""
-    ious = frame_ious(preds, gts)
+    ``_sym`` entries equal the strict ones). Class names default to the label number as a string. ``ious`` /
+    ``ious_sym``: the per-frame IoU matrices (:func:`frame_ious` / :func:`frame_ious_sym`) if already computed."""
+    ious = frame_ious(preds, gts) if ious is None else ious
     gt_labels = np.concatenate([_labels(g) for g in gts]) if gts else np.zeros(0, np.int64)
     out: dict[str, Any] = {
         'num_frames': len(gts), 'num_gt': int(len(gt_labels)),
@@ -258,8 +260,8 @@ def summarize(preds: Sequence[Frame], gts: Sequence[Frame], class_names: Sequenc
         'iou_thresholds': list(iou_thresholds),
     }
     if symmetric:
-        out.update(_scores(preds, gts, frame_ious_sym(preds, gts, class_names, ious), class_names, iou_thresholds,
-                           include_curves, suffix='_sym'))
+        ious_sym = frame_ious_sym(preds, gts, class_names, ious) if ious_sym is None else ious_sym
+        out.update(_scores(preds, gts, ious_sym, class_names, iou_thresholds, include_curves, suffix='_sym'))
     return _json(out)
 
 

@@ -54,6 +54,18 @@ def test_evaluate_predictions_on_hand_made_frames():
     h = headline(s)
     assert h['avg_best_iou'] == pytest.approx(1.0) and h['op_avg_best_iou'] == pytest.approx(2 / 3)
     assert [len(p['labels']) for p in filter_predictions(low, 0.3)] == [2, 0]
+    # symmetry-aware numbers next to the strict ones (axis-aligned boxes: the same here), and the breakdown at
+    # the operating threshold: the dropped sphere costs recall, not precision
+    assert h['avg_best_iou_sym'] == pytest.approx(1.0) and h['op_avg_best_iou_sym'] == pytest.approx(2 / 3)
+    assert {'ap3d_25_sym', 'ap3d_50_sym', 'avg_best_iou_agnostic_sym'} <= set(h)
+    b = s['breakdown']['overall']
+    assert s['breakdown']['score_threshold'] == 0.3 and b['num_gt'] == 3 and b['num_matched'] == 3
+    assert b['precision'] == pytest.approx(1.0) and b['recall'] == pytest.approx(2 / 3)
+    assert b['centre_3d_m']['mean'] == pytest.approx(0.0) and b['class_accuracy'] == pytest.approx(1.0)
+    s = evaluate_predictions(shifted, gt, NAMES)
+    assert s['avg_best_iou_sym'] == pytest.approx((1 + 1 + 1 / 3) / 3)     # a shifted cube stays 1/3 in any turn
+    assert s['breakdown']['per_class']['sphere']['centre_xy_m']['mean'] == pytest.approx(0.15)
+    assert 'breakdown' not in evaluate_predictions(shifted, gt, NAMES, breakdown=False)
 
 
 def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):

@@ -5,8 +5,11 @@
 Test frames are seeds ``[2e9 + offset, 2e9 + offset + num_frames)``, never used in training. Predictions are decoded
 exactly as the ROS node decodes them (``runtime.postprocess.decode_detections``: score threshold, class-wise 3D NMS,
 top-k), then scored with ``metrics.summarize`` (average best 3D IoU over all ground-truth boxes as the paper reports
-it, AP3D at IoU 0.25 and 0.5, per class). Writes ``metrics.json``, ``iou_hist.png``, ``pr_curve.png`` and a few
-annotated frames ``frame_<seed>.png`` (predicted vs true boxes) to ``--out``.
+it, AP3D at IoU 0.25 and 0.5, per class; strict, and symmetry-aware as ``_sym``) and broken down into error kinds
+by ``evaluation.breakdown`` (centre / scale / orientation errors of matched objects, class accuracy, duplicates,
+precision at the node's score threshold; printed as a table). Writes ``metrics.json``, ``iou_hist.png``,
+``pr_curve_<25|50>[_sym].png`` and a few annotated frames ``frame_<seed>.png`` (predicted vs true boxes) to
+``--out``.
 
 The inference-to-metrics pieces are importable (the bag evaluator and the training loop reuse them):
 :func:`decode_outputs`, :func:`predict`, :func:`evaluate_predictions`, :func:`run_validation`.
@@ -109,37 +112,49 @@ def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cp
             'losses': {k: v / max(n_batches, 1) for k, v in loss_sums.items()}}
 
 
+def _keep_masks(preds: Sequence[dict], score_threshold: float) -> list[np.ndarray]:
+    return [np.asarray(p['scores']) >= score_threshold for p in preds]
+
+
 def filter_predictions(preds: Sequence[dict], score_threshold: float) -> list[dict]:
     """Keep the predictions with ``score >= score_threshold`` (per frame)."""
-    out = []
-    for p in preds:
-        keep = np.asarray(p['scores']) >= score_threshold
-        out.append({k: np.asarray(v)[keep] for k, v in p.items()})
-    return out
+    return [{k: np.asarray(v)[keep] for k, v in p.items()} for p, keep in zip(preds, _keep_masks(preds, score_threshold))]
 
 
 def evaluate_predictions(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[str],
-                         operating_threshold: float | None = None, include_curves: bool = False) -> dict[str, Any]:
+                         operating_threshold: float | None = None, include_curves: bool = False,
+                         breakdown: bool = True) -> dict[str, Any]:
     """Per-frame predictions (``params[K,12]``, ``scores[K]``, ``labels[K]``) and ground truth (``params[M,12]``,
-    ``labels[M]``) -> the ``metrics.summarize`` dict (average best IoU, AP3D@0.25/0.5, per class, ...).
+    ``labels[M]``) -> the ``metrics.summarize`` dict (average best IoU, AP3D@0.25/0.5, per class, strict and
+    symmetry-aware ``_sym``, ...).
 
     AP needs the low-score tail, so decode with a low threshold; the average best IoU ignores scores, so it reads
     higher the more boxes are kept. With ``operating_threshold`` the headline numbers of only the predictions
-    scoring at least that much (what the node publishes) are added under ``'at_operating_threshold'``.
+    scoring at least that much (what the node publishes) are added under ``'at_operating_threshold'``. With
+    ``breakdown``, the error breakdown of :mod:`.breakdown` (at ``operating_threshold``) under ``'breakdown'``.
     """
     from string_perception import metrics
-    summary = metrics.summarize(list(preds), list(gts), class_names=list(class_names), include_curves=include_curves)
+    from string_perception.evaluation.breakdown import breakdown as error_breakdown
+    preds, gts, names = list(preds), list(gts), list(class_names)
+    ious = metrics.frame_ious(preds, gts)
+    ious_sym = metrics.frame_ious_sym(preds, gts, names, ious)       # the costly part: computed once, shared
+    summary = metrics.summarize(preds, gts, class_names=names, include_curves=include_curves, ious=ious,
+                                ious_sym=ious_sym)
     if operating_threshold is not None:
-        op = metrics.summarize(filter_predictions(preds, operating_threshold), list(gts),
-                               class_names=list(class_names))
+        keep = _keep_masks(preds, operating_threshold)
+        op = metrics.summarize(filter_predictions(preds, operating_threshold), gts, class_names=names,
+                               ious=[m[k] for m, k in zip(ious, keep)], ious_sym=[m[k] for m, k in zip(ious_sym, keep)])
         summary['at_operating_threshold'] = {'score_threshold': float(operating_threshold),
                                              'num_pred': op['num_pred'], **metrics.headline(op)}
+    if breakdown:
+        summary['breakdown'] = error_breakdown(preds, gts, names, score_threshold=operating_threshold,
+                                               ious_sym=ious_sym)
     return summary
 
 
 def headline(summary: dict[str, Any]) -> dict[str, float]:
-    """The scalar numbers we track: ``avg_best_iou``, ``avg_best_iou_agnostic``, ``ap3d_25``, ``ap3d_50`` (and
-    ``op_<name>`` at the operating threshold when present)."""
+    """The scalar numbers we track: ``avg_best_iou``, ``avg_best_iou_agnostic``, ``ap3d_25``, ``ap3d_50``, the same
+    with ``_sym`` (symmetry-aware) and ``op_<name>`` at the operating threshold when present."""
     from string_perception import metrics
     out = metrics.headline(summary)
     for k, v in summary.get('at_operating_threshold', {}).items():
@@ -149,12 +164,13 @@ def headline(summary: dict[str, Any]) -> dict[str, float]:
 
 
 def run_validation(model: torch.nn.Module, criterion, dataset, cfg, device) -> dict[str, float]:
-    """Validation numbers for the training loop: mean losses + headline metrics on ``dataset``."""
+    """Validation numbers for the training loop: mean losses + headline metrics on ``dataset`` (strict and
+    symmetry-aware: ``avg_best_iou_sym``, ``ap3d_25_sym``, ``ap3d_50_sym``, ...)."""
     res = predict(model, dataset, device=device, batch_size=cfg.batch_size, criterion=criterion,
                   decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
                           'max_detections': cfg.max_detections})
     summary = evaluate_predictions(res['preds'], res['gts'], model.config.class_names,
-                                   operating_threshold=cfg.operating_threshold)
+                                   operating_threshold=cfg.operating_threshold, breakdown=False)
     return {**{f'loss_{k}' if k != 'loss' else 'loss': v for k, v in res['losses'].items()}, **headline(summary)}
 
 
@@ -175,6 +191,27 @@ def scene_config_for(model_cfg, ckpt: dict):
     return build_scene_config(tc, model_cfg)
 
 
+def node_threshold(checkpoint: str | Path) -> tuple[float, str]:
+    """The score threshold the node would use with this model -> ``(threshold, where it came from)``: the
+    ``score_threshold`` in the metadata of the exported ``<stem>.onnx`` next to the checkpoint, else the node's
+    default (``ros.params.effective_score_threshold``)."""
+    from string_perception.ros.params import effective_score_threshold
+    onnx_path = Path(checkpoint).with_suffix('.onnx')
+    metadata = None
+    if onnx_path.exists():
+        import onnx
+
+        from string_perception.runtime.model_metadata import ModelMetadata
+        try:
+            metadata = ModelMetadata.from_model(onnx.load(str(onnx_path), load_external_data=False))
+        except Exception as e:  # an unreadable export is reported, the evaluation goes on with the default
+            print(f'warning: cannot read the metadata of {onnx_path} ({e}); using the node default threshold',
+                  file=sys.stderr)
+    threshold = effective_score_threshold(-1.0, metadata)
+    found = metadata is not None and metadata.score_threshold is not None
+    return threshold, f'{onnx_path} metadata' if found else 'node default'
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-evaluate', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -185,8 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--batch-size', type=int, default=16)
     p.add_argument('--score-threshold', type=float, default=0.05,
                    help='decoding threshold (low, so the PR curve covers the whole range)')
-    p.add_argument('--operating-threshold', type=float, default=0.3,
-                   help="also report the headline numbers of the boxes scoring at least this (the node's default)")
+    p.add_argument('--operating-threshold', type=float, default=None,
+                   help="also report the headline numbers and the error breakdown of the boxes scoring at least "
+                        "this (default: the node's: the model's recommended score_threshold from the metadata of "
+                        "<checkpoint stem>.onnx next to the checkpoint, else 0.3)")
     p.add_argument('--nms-iou', type=float, default=0.3)
     p.add_argument('--max-detections', type=int, default=50)
     p.add_argument('--num-draw', type=int, default=4, help='annotated frames to write')
@@ -217,8 +256,14 @@ def main(argv: list[str] | None = None) -> int:
               'max_detections': args.max_detections}
     res = predict(model, dataset, device=args.device, batch_size=args.batch_size, decode=decode,
                   num_workers=args.num_workers, progress=not args.no_progress)
+    if args.operating_threshold is None:
+        operating, operating_source = node_threshold(args.checkpoint)
+    else:
+        operating, operating_source = args.operating_threshold, '--operating-threshold'
+    t_metrics = time.perf_counter()
     summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
-                                   operating_threshold=args.operating_threshold, include_curves=True)
+                                   operating_threshold=operating, include_curves=True)
+    t_metrics = time.perf_counter() - t_metrics
     seeds = list(dataset.seeds)
     report = {
         'checkpoint': str(args.checkpoint),
@@ -227,22 +272,47 @@ def main(argv: list[str] | None = None) -> int:
         'num_frames': len(seeds),
         'num_objects': int(sum(len(g['labels']) for g in res['gts'])),
         'decode': decode,
+        'operating_threshold': {'value': operating, 'source': operating_source},
         'train_step': ckpt.get('step'),
         'headline': headline(summary),
         # the score threshold with the best F1 at IoU 0.25: pick it on --split val, pass it to the exporter
         'f1_threshold_25': metrics.f1_threshold(res['preds'], res['gts'], 0.25, len(model_cfg.class_names)),
         'metrics': summary,
         'seconds': time.perf_counter() - t0,
+        'metrics_seconds': t_metrics,
     }
-    curves = report['metrics'].pop('pr_curves', {})
+    curves = {k: report['metrics'].pop(k, {}) for k in ('pr_curves', 'pr_curves_sym')}
     (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=_json_default) + '\n')
-    summary['pr_curves'] = curves
+    summary.update(curves)
     written = write_figures(out, res, summary, dataset, model_cfg.class_names, args.num_draw, args.draw_threshold)
     print(json.dumps({'headline': report['headline'], 'f1_threshold_25': report['f1_threshold_25'],
                       'num_frames': report['num_frames'],
                       'num_objects': report['num_objects']}, default=_json_default))
+    print(format_breakdown(summary['breakdown']))
     print(f'wrote {out / "metrics.json"} and {len(written)} figures to {out}')
     return 0
+
+
+def format_breakdown(b: dict[str, Any]) -> str:
+    """The error breakdown as a table: one row per class and overall (medians; cm, degrees)."""
+    def cell(v, scale=1.0, fmt='{:.2f}'):
+        return '-' if v is None else fmt.format(v * scale)
+
+    thr = b['score_threshold']
+    head = (f"error breakdown ({b['matching']}; duplicates and precision: kept at score >= "
+            f"{'all' if thr is None else f'{thr:g}'}, IoU >= {b['dup_iou']:g}); medians:")
+    cols = ('class', 'gt', 'match', 'IoU', 'xy cm', 'z cm', '3d cm', 'scale', 'orient', 'vol', 'cls acc', 'dup/obj',
+            'prec', 'recall')
+    lines = [head, ''.join(f'{c:>9}' for c in cols)]
+    for name, r in [*b['per_class'].items(), ('overall', b['overall'])]:
+        vals = (name, r['num_gt'], r['num_matched'], cell(r['iou']['median']),
+                cell(r['centre_xy_m']['median'], 100, '{:.1f}'), cell(r['centre_z_m']['median'], 100, '{:.1f}'),
+                cell(r['centre_3d_m']['median'], 100, '{:.1f}'), cell(r['scale_error']['median']),
+                cell(r['orientation_deg']['median'], 1, '{:.1f}'), cell(r['volume_ratio']['median']),
+                cell(r['class_accuracy']), cell(r['duplicates_per_object']), cell(r['precision']),
+                cell(r['recall']))
+        lines.append(''.join(f'{v:>9}' for v in vals))
+    return '\n'.join(lines)
 
 
 def write_figures(out: Path, res: dict, summary: dict, dataset, class_names: Sequence[str], num_draw: int,
@@ -254,10 +324,11 @@ def write_figures(out: Path, res: dict, summary: dict, dataset, class_names: Seq
     written = []
     best = metrics.best_iou_per_gt(res['preds'], res['gts'], class_aware=True)
     written.append(plots.plot_iou_histogram(best, out / 'iou_hist.png'))
-    for thr, curves in summary.get('pr_curves', {}).items():
-        ap = summary['ap3d'][thr]['per_class']
-        name = f'pr_curve_{round(float(thr) * 100):d}.png'
-        written.append(plots.plot_pr_curves(curves, out / name, title=f'AP3D @ IoU {thr}', ap=ap))
+    for sfx, what in (('', 'AP3D'), ('_sym', 'symmetry-aware AP3D')):
+        for thr, curves in summary.get(f'pr_curves{sfx}', {}).items():
+            ap = summary[f'ap3d{sfx}'][thr]['per_class']
+            name = f'pr_curve_{round(float(thr) * 100):d}{sfx}.png'
+            written.append(plots.plot_pr_curves(curves, out / name, title=f'{what} @ IoU {thr}', ap=ap))
     if num_draw > 0:
         import cv2
         for i in range(min(num_draw, len(res['preds']))):
