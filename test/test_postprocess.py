@@ -83,6 +83,19 @@ def test_nms_suppresses_duplicates_of_the_same_class_only():
     assert len(decode_detections(b2, lg2, LABELS, nms_iou=0.3)) == 1
 
 
+def test_class_agnostic_nms_also_suppresses_other_classes():
+    R = _rot_z(30)
+    a = ([0.0, 0.0, 2.0], R, [0.3, 0.3, 0.3])
+    a_dup = ([0.01, 0.0, 2.0], _rot_z(32), [0.3, 0.31, 0.3])          # IoU ~0.9 with a
+    far = ([1.0, 0.0, 2.0], R, [0.3, 0.3, 0.3])
+    b = _rows([a, a_dup, far])
+    lg = _logits([0, 1, 2], [0.8, 0.9, 0.7])                          # three classes
+    assert decode_detections(b, lg, LABELS, nms_iou=0.3).token_indices.tolist() == [1, 0, 2]
+    d = decode_detections(b, lg, LABELS, nms_iou=0.3, class_agnostic=True)
+    assert d.token_indices.tolist() == [1, 2]                         # the cube under the cylinder goes
+    assert d.class_names == ['cylinder', 'sphere']                     # each kept box keeps its own class
+
+
 def test_nms_many_duplicates_is_fast_enough():
     rng = np.random.default_rng(0)
     n = 200

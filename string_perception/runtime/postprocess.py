@@ -100,12 +100,14 @@ def _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k) -> No
 
 
 def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: float = 0.3, nms_iou: float = 0.3,
-                      max_detections: int = 50, pre_nms_top_k: int = 200) -> Detections:
+                      max_detections: int = 50, pre_nms_top_k: int = 200, class_agnostic: bool = False) -> Detections:
     """``boxes[N,12]``, ``logits[N,C]`` (a leading batch of 1 is accepted) -> :class:`Detections`.
 
     Steps: drop non-finite / invalid tokens; score = sigmoid(max logit), class = argmax; keep
     ``score >= score_threshold``; keep the ``pre_nms_top_k`` best; greedy class-wise NMS at ``nms_iou``
-    (``1.0`` disables it); at most ``max_detections`` results, sorted by decreasing score (ties by token index).
+    (``1.0`` disables it; ``class_agnostic=True``: a box also suppresses overlapping boxes of other classes, which
+    a densely trained model needs, since several tokens on one object may name different classes); at most
+    ``max_detections`` results, sorted by decreasing score (ties by token index).
     """
     _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
     b = _as_output(boxes, 'boxes', 12)                          # [N,12]
@@ -144,7 +146,8 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     t = b[idx, 0:3]                                             # [k,3]
     R = rotation_from_6d(b[idx, 3:9])                           # [k,3,3]
     size = b[idx, 9:12]                                         # [k,3]
-    chosen = _greedy_nms(t, R, size, cls, float(nms_iou), int(max_detections))
+    chosen = _greedy_nms(t, R, size, np.zeros_like(cls) if class_agnostic else cls, float(nms_iou),
+                         int(max_detections))
     sel = np.asarray(chosen, dtype=np.int64)                    # [M] positions in the candidate list
     return Detections(
         translations=t[sel], rotations=R[sel], quaternions_xyzw=rotation_to_quaternion(R[sel]).reshape(-1, 4),
