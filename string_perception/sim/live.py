@@ -12,7 +12,7 @@ import numpy as np
 
 from .camera import CameraDraw, look_at, rig_pose, sample_camera
 from .config import SimConfig
-from .generator import SceneState, build_scene, label_view, pick_rig
+from .generator import build_scene, label_view, pick_rig
 from .physics import drop_object, sample_arms
 
 
