@@ -128,3 +128,14 @@ def test_ddp_rank_without_boxes_divides_by_the_mean_not_by_one(monkeypatch):
     losses = SetCriterion(C)(outputs, [empty, empty])
     every_logit_negative = sum(focal_loss(x, False) for frame in LOGITS for row in frame for x in row)
     assert losses['class'].item() == pytest.approx(every_logit_negative / 3.0, rel=1e-5)
+
+
+def test_empty_targets_divide_by_one():
+    # no box anywhere: num_boxes is clamped to 1, so the class loss is the plain sum over every logit
+    outputs, _ = batch()
+    empty = {'labels': torch.zeros(0, dtype=torch.int64), 'boxes': torch.zeros(0, 12)}
+    losses = SetCriterion(C)(outputs, [empty, empty])
+    every_logit_negative = sum(focal_loss(x, False) for frame in LOGITS for row in frame for x in row)
+    assert losses['class'].item() == pytest.approx(every_logit_negative, rel=1e-5)
+    assert losses['params'].item() == 0.0 and losses['corners'].item() == 0.0
+    assert losses['loss'].item() == pytest.approx(2.0 * every_logit_negative, rel=1e-5)
