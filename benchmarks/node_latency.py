@@ -204,6 +204,7 @@ def summarise(name: str, params: dict, runs: list[dict], bare: list[float], a) -
             'ratio_in_node_p99': _pct(outer, 99) / _pct(inner, 99) if len(recs) else float('nan'),
             'overhead_ms': {'p50': _pct(outer - inner, 50), 'p99': _pct(outer - inner, 99)},
             'rss_mb': max(growth, key=lambda g: g['growth_pct'] or 0.0), 'rounds': len(runs),
+            'rss_series_mb': [(round(t, 1), round(b / 2**20, 2)) for t, b in run['rss'][::10]],   # every 10 s
             'node_alive': all(r['node_alive'] for r in runs), 'node_rc': [r['node_rc'] for r in runs],
             'load': {'start': runs[0].get('load_start'), 'end': run.get('load_end'), 'bare': runs[0].get('load_bare')}}
 
