@@ -2,7 +2,8 @@
 
 - :func:`tracks_to_msg`: vision_msgs/Detection3DArray on ``~/tracks``: one Detection3D per published track, in id
   order: ``id`` = track id, bbox = the filtered centre and size with the track's rotation, one hypothesis (voted
-  class name, last matched score).
+  class as ``~/detections`` writes it: the integer class id as a string, named by ``~/label_info``; last matched
+  score).
 - :func:`track_velocities_image`: ``~/track_velocities``, a 32FC1 Image of T rows x 4 columns ``(track id, vx,
   vy, vz)``, m/s in the header's frame; row i belongs to ``~/tracks``' detection i (same header). vision_msgs has
   no velocity field, and a float tensor as an Image is this package's convention (see ``~/embedding``); track ids
