@@ -139,3 +139,38 @@ def test_empty_targets_divide_by_one():
     assert losses['class'].item() == pytest.approx(every_logit_negative, rel=1e-5)
     assert losses['params'].item() == 0.0 and losses['corners'].item() == 0.0
     assert losses['loss'].item() == pytest.approx(2.0 * every_logit_negative, rel=1e-5)
+
+
+def test_the_built_matcher_uses_the_loss_weights_and_focal_parameters():
+    crit = SetCriterion(C, weights={'class': 0.5, 'params': 3.0, 'corners': 7.0}, focal_alpha=0.4, focal_gamma=1.5)
+    m = crit.matcher
+    assert (m.cost_class, m.cost_params, m.cost_corners, m.focal_alpha, m.focal_gamma) == (0.5, 3.0, 7.0, 0.4, 1.5)
+    assert crit.weights == {'class': 0.5, 'params': 3.0, 'corners': 7.0}
+
+
+def test_a_given_matcher_decides_the_pairs():
+    # a matcher that pairs token 2 (far away) with target 0 and token 0 with target 1: the box losses follow it
+    class Fixed(torch.nn.Module):
+        def forward(self, outputs, targets):
+            return [(torch.tensor([0, 2]), torch.tensor([1, 0])) for _ in targets]
+
+    outputs, targets = batch()
+    losses = SetCriterion(C, matcher=Fixed())(outputs, targets)
+    by_hand = SetCriterion(C)(outputs, targets)
+    assert losses['params'].item() > by_hand['params'].item() + 10.0     # token 2 sits 27 m from any target
+
+
+def test_float64_targets_give_float32_losses_of_the_same_value():
+    outputs, targets = batch()
+    as64 = [{'labels': t['labels'], 'boxes': t['boxes'].double()} for t in targets]
+    losses = SetCriterion(C)(outputs, as64)
+    assert all(v.dtype == torch.float32 for v in losses.values())
+    assert losses['params'].item() == pytest.approx(PARAMS_SUM / 4, rel=1e-5)
+
+
+def test_bad_weights_and_class_counts_are_refused_with_a_clear_message():
+    with pytest.raises(ValueError, match=r"unknown loss weights \['giou'\]; expected \['class', 'corners', 'params'\]"):
+        SetCriterion(C, weights={'giou': 1.0})
+    outputs, targets = batch()
+    with pytest.raises(ValueError, match='logits have 3 classes, criterion expects 4'):
+        SetCriterion(C + 1)(outputs, targets)
