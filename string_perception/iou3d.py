@@ -176,8 +176,8 @@ def _clip_volumes(R, t, ha, hb):
     offA = np.einsum('pfc,pc->pf', nA, t) + ha[:, _AXIS]                                 # A's planes n·x = off [P,6]
     nB = np.broadcast_to(_SIGN[:, None] * np.eye(3)[_AXIS], (P, 6, 3))
     # Nested or separated by a face plane: no clipping needed.
-    a_out = _SIGN * ca[:, :, _AXIS] - hb[:, None, _AXIS] > 0.0                           # [P,8,6] A corner outside B plane
-    b_out = np.einsum('pfc,pkc->pkf', nA, cb) - offA[:, None] >= 0.0                     # [P,8,6] B corner outside A plane
+    a_out = _SIGN * ca[:, :, _AXIS] - hb[:, None, _AXIS] > 0.0                    # [P,8,6] A's corner outside B's plane
+    b_out = np.einsum('pfc,pkc->pkf', nA, cb) - offA[:, None] >= 0.0              # [P,8,6] B's corner outside A's plane
     vol = np.where(~a_out.any((1, 2)), np.prod(2 * ha, -1), np.where(~b_out.any((1, 2)), np.prod(2 * hb, -1), 0.0))
     todo = np.nonzero(a_out.any((1, 2)) & b_out.any((1, 2)) & ~a_out.all(1).any(1) & ~b_out.all(1).any(1))[0]
     if not len(todo):

@@ -118,7 +118,8 @@ def _keep_masks(preds: Sequence[dict], score_threshold: float) -> list[np.ndarra
 
 def filter_predictions(preds: Sequence[dict], score_threshold: float) -> list[dict]:
     """Keep the predictions with ``score >= score_threshold`` (per frame)."""
-    return [{k: np.asarray(v)[keep] for k, v in p.items()} for p, keep in zip(preds, _keep_masks(preds, score_threshold))]
+    masks = _keep_masks(preds, score_threshold)
+    return [{k: np.asarray(v)[keep] for k, v in p.items()} for p, keep in zip(preds, masks)]
 
 
 def evaluate_predictions(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[str],
