@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--reliability', default='reliable', choices=('reliable', 'best_effort'))
     p.add_argument('--wait-for-subscribers', type=int, default=0,
                    help="before the first frame, wait until every topic has this many subscribers")
+    p.add_argument('--wait-topics', nargs='+', default=None, metavar='TOPIC',
+                   help='only these topics need the subscribers (default: every topic)')
     p.add_argument('--wait-timeout', type=float, default=30.0)
     p.add_argument('--domain-id', type=int, default=None,
                    help='ROS_DOMAIN_ID with the loopback-only DDS profile (default: the environment as it is)')
@@ -75,11 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     store = make_typestore()
     pubs = {t: node.create_publisher(message_class(ty), t, publisher_qos(args.reliability))
             for t, ty in TOPIC_TYPES.items()}
+    wait_topics = list(args.wait_topics or pubs)
     frames = 0
     try:
+        unknown = set(wait_topics) - set(pubs)
+        if unknown:
+            print(f'string-perception-sim: --wait-topics {sorted(unknown)} are not published here', file=sys.stderr)
+            return 2
         deadline = time.monotonic() + args.wait_timeout
         while args.wait_for_subscribers > 0 and any(
-                pubs[t].get_subscription_count() < args.wait_for_subscribers for t in pubs):
+                pubs[t].get_subscription_count() < args.wait_for_subscribers for t in wait_topics):
             if time.monotonic() > deadline:
                 print(f'string-perception-sim: too few subscribers after {args.wait_timeout:g} s', file=sys.stderr)
                 return 1
