@@ -172,5 +172,19 @@ def test_bad_weights_and_class_counts_are_refused_with_a_clear_message():
     with pytest.raises(ValueError, match=r"unknown loss weights \['giou'\]; expected \['class', 'corners', 'params'\]"):
         SetCriterion(C, weights={'giou': 1.0})
     outputs, targets = batch()
-    with pytest.raises(ValueError, match='logits have 3 classes, criterion expects 4'):
-        SetCriterion(C + 1)(outputs, targets)
+    two_classes = {'boxes': outputs['boxes'], 'logits': torch.zeros(2, 3, 2)}          # [B=2, N=3, 2 classes]
+    with pytest.raises(ValueError, match='logits have 2 classes, criterion expects 3'):
+        SetCriterion(C)(two_classes, targets)
+
+
+def test_focal_parameters_reach_the_class_loss():
+    outputs, targets = batch()
+    losses = SetCriterion(C, focal_alpha=0.5, focal_gamma=1.0)(outputs, targets)
+    total = 0.0
+    for b, frame in enumerate(LOGITS):
+        for i, row in enumerate(frame):
+            for c, x in enumerate(row):
+                p = 1.0 / (1.0 + math.exp(-x))
+                p_t = p if (i < 2 and LABELS[b][i] == c) else 1 - p
+                total += 0.5 * (1 - p_t) * -math.log(p_t)                   # alpha 0.5 either way, gamma 1
+    assert losses['class'].item() == pytest.approx(total / 4, rel=1e-5)
