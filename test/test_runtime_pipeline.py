@@ -139,6 +139,26 @@ def test_set_params(model_path):
         Pipeline(model_path, CPU_ONLY, max_detections=-1)
 
 
+def test_class_agnostic_nms_reaches_decoding(model_path, monkeypatch):
+    import string_perception.runtime.pipeline as pipeline_module
+    seen = []
+    real = pipeline_module.decode_detections
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs['class_agnostic'])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, 'decode_detections', spy)
+    p = Pipeline(model_path, CPU_ONLY, warmup=False)
+    frame = _frame(seed=5)
+    p(*frame)
+    p.set_params(nms_class_agnostic=True)
+    assert p.params['nms_class_agnostic'] is True and p.params['nms_iou'] == 0.3   # other params unchanged
+    p(*frame)
+    assert seen == [False, True]
+    assert Pipeline(model_path, CPU_ONLY, warmup=False, nms_class_agnostic=True).params['nms_class_agnostic']
+
+
 def test_static_batch_model_batches_one_at_a_time(tmp_path):
     p = Pipeline(save_tiny_model(tmp_path / 's.onnx', static_batch=1, logit_bias=3.0), CPU_ONLY)
     results = p.run_batch([_frame(seed=s) for s in range(3)], batch_size=8)
