@@ -33,7 +33,7 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -115,13 +115,17 @@ class RawSample:
     instance_mask: np.ndarray | None = None   # int8[H,W] index into labels, -1 = no labelled object (dense targets)
 
 
-def frame_to_raw(frame) -> RawSample:
-    """Compact a scenes ``Frame`` into a :class:`RawSample` (the 12-number box encodings happen here)."""
+def frame_to_raw(frame, canonical_as: Mapping[int, int] | None = None) -> RawSample:
+    """Compact a scenes ``Frame`` into a :class:`RawSample` (the 12-number box encodings happen here).
+
+    ``canonical_as`` maps labels outside :data:`CLASS_NAMES` (e.g. the simulator's generic ``object``) to the class
+    whose canonical rotation they take."""
     labels = np.asarray(frame.labels, dtype=np.int64).reshape(-1)           # [M]
     t = np.asarray(frame.translations, np.float64).reshape(-1, 3)           # [M,3]
     R = np.asarray(frame.rotations, np.float64).reshape(-1, 3, 3)           # [M,3,3]
     size = np.asarray(frame.sizes, np.float64).reshape(-1, 3)               # [M,3]
-    canon = [canonical_box(c, r, s) for c, r, s in zip(labels, R, size)]
+    as_class = dict(canonical_as or {})
+    canon = [canonical_box(as_class.get(int(c), c), r, s) for c, r, s in zip(labels, R, size)]
     Rc = np.stack([c[0] for c in canon]) if canon else np.zeros((0, 3, 3))  # [M,3,3]
     sc = np.stack([c[1] for c in canon]) if canon else np.zeros((0, 3))     # [M,3]
     return RawSample(rgb=np.ascontiguousarray(frame.rgb, dtype=np.uint8),
@@ -145,8 +149,8 @@ def compact_instance_mask(mask: np.ndarray, num_objects: int) -> np.ndarray:
 def raw_to_sample(raw: RawSample, canonical: bool = False) -> dict:
     """Tensors for one image: ``image`` uint8[H,W,3], ``depth`` float32[H,W] metres (0 = invalid), ``K``
     float32[3,3], ``target`` {'labels': int64[M], 'boxes': float32[M,12], 'mask': int8[H,W] when the raw sample
-    has an instance mask} (canonical rotations when ``canonical``; what the loss sees), ``gt`` {'labels', 'params' float64[M,12]} numpy, the generator's boxes
-    (what metrics score), ``seed``."""
+    has an instance mask} (canonical rotations when ``canonical``; what the loss sees), ``gt`` {'labels',
+    'params' float64[M,12]} numpy, the generator's boxes (what metrics score), ``seed``."""
     depth_m = raw.depth_mm.astype(np.float32) * np.float32(1e-3)            # [H,W] metres; 0 stays 0
     boxes = raw.boxes_canonical if canonical else raw.boxes
     target = {'labels': torch.from_numpy(raw.labels.copy()), 'boxes': torch.from_numpy(boxes.copy())}
@@ -199,8 +203,13 @@ class FrameCache:
         self.samples = samples  # seed -> RawSample
 
     @classmethod
-    def build(cls, seeds: Sequence[int], config: SceneConfig, processes: int = 1, progress: bool = False,
-              desc: str = 'cache') -> 'FrameCache':
+    def build(cls, seeds: Sequence[int], config, processes: int = 1, progress: bool = False,
+              desc: str = 'cache', generate: Callable | None = None,
+              start_method: str | None = None) -> 'FrameCache':
+        """Frames of ``seeds`` made by ``generate((seed, config)) -> RawSample`` (default: the procedural
+        generator), across ``processes`` worker processes (``start_method``: default fork where available; a
+        renderer with a GL context needs 'spawn')."""
+        generate = generate if generate is not None else _generate_raw
         seeds = list(seeds)
         jobs = [(s, config) for s in seeds]
         bar = None
@@ -209,15 +218,16 @@ class FrameCache:
             bar = tqdm(total=len(seeds), desc=desc, unit='frame', dynamic_ncols=True)
         out: dict[int, RawSample] = {}
         if processes > 1 and len(seeds) > 1:
-            ctx = mp.get_context('fork') if 'fork' in mp.get_all_start_methods() else mp.get_context()
-            with ctx.Pool(processes) as pool:
-                for raw in pool.imap(_generate_raw, jobs, chunksize=16):
+            if start_method is None:
+                start_method = 'fork' if 'fork' in mp.get_all_start_methods() else None
+            with mp.get_context(start_method).Pool(processes) as pool:
+                for raw in pool.imap(generate, jobs, chunksize=4 if start_method == 'spawn' else 16):
                     out[raw.seed] = raw
                     if bar is not None:
                         bar.update(1)
         else:
             for job in jobs:
-                raw = _generate_raw(job)
+                raw = generate(job)
                 out[raw.seed] = raw
                 if bar is not None:
                     bar.update(1)
