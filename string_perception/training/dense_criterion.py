@@ -12,8 +12,9 @@ object ``m``:
 
 With ``symmetric=True`` (needs ``class_names``) each target is first moved to the member of its symmetry group
 nearest the prediction (``symmetric_targets.align_targets``), so a prediction is never punished for choosing
-another description of the same box. ``K`` and ``P`` are averaged over DDP ranks when ``torch.distributed`` is initialised (at least 1). Targets must hold
-``'mask'`` (int[H,W] instance mask, see ``training/data.py``) next to ``'labels'`` and ``'boxes'``.
+another description of the same box. ``K`` and ``P`` are averaged over DDP ranks when ``torch.distributed`` is
+initialised (at least 1). Targets must hold ``'mask'`` (int[H,W] instance mask, see ``training/data.py``) next to
+``'labels'`` and ``'boxes'``.
 """
 from __future__ import annotations
 

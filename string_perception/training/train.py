@@ -599,9 +599,9 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
-    for name in ('preset', 'assignment', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps', 'grad_clip',
-                 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every', 'val_frames',
-                 'best_metric', 'log_every', 'out', 'device', 'threads'):
+    for name in ('preset', 'assignment', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps',
+                 'grad_clip', 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every',
+                 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]
     if given.get('no_cache'):
