@@ -108,7 +108,8 @@ def model_detections(model: str, seqs):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument('--sequences', type=int, default=8)
     ap.add_argument('--frames', type=int, default=60)
     ap.add_argument('--height', type=int, default=240)
