@@ -20,6 +20,7 @@ so the 12 edges are :data:`BOX_EDGES`: ``(0,1) (1,2) (2,3) (3,0)``, ``(4,5) (5,6
 """
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple, Sequence, Union
 
 import numpy as np
@@ -33,6 +34,19 @@ BOX_EDGES = np.array([[0, 1], [1, 2], [2, 3], [3, 0],
                       [0, 4], [1, 5], [2, 6], [3, 7]], dtype=np.int64)
 
 _EPS = 1e-12
+
+
+def box_symmetries() -> np.ndarray:
+    """The 24 proper signed permutation matrices [24,3,3]: ``R @ P`` describes the same box as ``R`` (column j of
+    ``R P`` = ±column perm[j] of R), with the sizes permuted by ``|P|ᵀ``."""
+    mats = []
+    for perm in itertools.permutations(range(3)):
+        for signs in itertools.product((1.0, -1.0), repeat=3):
+            P = np.zeros((3, 3))
+            P[list(perm), range(3)] = signs                     # column j = ±e_perm[j]
+            if np.linalg.det(P) > 0:
+                mats.append(P)
+    return np.stack(mats)                                       # [24,3,3]
 
 
 class Box3D(NamedTuple):

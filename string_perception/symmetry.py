@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from .box_ops import Box3D, BoxesLike, as_boxes
+from .box_ops import Box3D, BoxesLike, as_boxes, box_symmetries
 from .iou3d import paired_box3d_iou
 from .scenes import SYMMETRY_AXIS
 
@@ -37,19 +37,7 @@ _REFINE_ROUNDS = 3         # each halves the step around the best angle: 90/12/2
 _FLIP_SYMMETRIC = {'cylinder', 'capsule'}   # axial classes whose axis has no direction (a cone's points to its apex)
 
 
-def _proper_signed_permutations() -> np.ndarray:
-    """``[24,3,3]``: the rotations that permute a box's axes (column j of ``R P`` = ±column perm[j] of R)."""
-    out = []
-    for perm in ((0, 1, 2), (1, 2, 0), (2, 0, 1), (0, 2, 1), (2, 1, 0), (1, 0, 2)):
-        for signs in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1], indexing='ij')).reshape(3, -1).T:
-            P = np.zeros((3, 3))
-            P[list(perm), range(3)] = signs
-            if np.linalg.det(P) > 0:
-                out.append(P)
-    return np.stack(out)
-
-
-CUBE_GROUP = _proper_signed_permutations()
+CUBE_GROUP = box_symmetries()                           # [24,3,3]
 # Sphere search: rotations of the cube relative to the prediction's axes (identity first).
 _SPHERE_SAMPLES = np.concatenate([np.eye(3)[None]] + [Rotation.from_rotvec(np.pi / 4 * e).as_matrix()[None]
                                                        for e in np.eye(3)]

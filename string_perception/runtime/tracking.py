@@ -37,7 +37,6 @@ whose bounding spheres overlap. A stamp that goes back or jumps by more than ``m
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,7 +44,7 @@ from filterpy.common import Q_discrete_white_noise
 from filterpy.kalman import KalmanFilter
 from scipy.optimize import linear_sum_assignment
 
-from ..box_ops import Box3D, rotation_to_quaternion
+from ..box_ops import Box3D, box_symmetries, rotation_to_quaternion
 from ..iou3d import paired_box3d_iou
 from .postprocess import Detections
 
@@ -118,19 +117,6 @@ class Tracks:
                    rotations=np.zeros((0, 3, 3)), quaternions_xyzw=np.zeros((0, 4)), sizes=np.zeros((0, 3)),
                    class_ids=np.zeros(0, np.int64), class_names=[], scores=np.zeros(0), misses=np.zeros(0, np.int64),
                    detection_indices=np.zeros(0, np.int64), detection_ids=np.full(num_detections, -1, np.int64))
-
-
-def box_symmetries() -> np.ndarray:
-    """The 24 proper signed permutation matrices [24,3,3]: ``R @ P`` describes the same box as ``R`` (with the
-    sizes permuted by ``|P|ᵀ``)."""
-    mats = []
-    for perm in itertools.permutations(range(3)):
-        for signs in itertools.product((1.0, -1.0), repeat=3):
-            P = np.zeros((3, 3))
-            P[list(perm), range(3)] = signs                     # column j = ±e_perm[j]
-            if np.linalg.det(P) > 0:
-                mats.append(P)
-    return np.stack(mats)                                       # [24,3,3]
 
 
 _SYMMETRIES = box_symmetries()

@@ -27,7 +27,6 @@ Pieces:
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import multiprocessing as mp
 import os
@@ -61,19 +60,7 @@ def split_seeds(split: str, num_frames: int, offset: int = 0) -> range:
 # Frame -> sample
 # ----------------------------------------------------------------------------------------------------------------
 
-def _proper_signed_permutations() -> np.ndarray:
-    """The 24 signed permutation matrices with det +1 (rotations mapping the axes onto +-axes) -> [24,3,3]."""
-    out = []
-    for perm in itertools.permutations(range(3)):
-        for signs in itertools.product((1.0, -1.0), repeat=3):
-            P = np.zeros((3, 3))
-            P[list(perm), range(3)] = signs          # column j of R P = signs[j] * R[:, perm[j]]
-            if np.linalg.det(P) > 0:
-                out.append(P)
-    return np.stack(out)
-
-
-_CUBE_GROUP = _proper_signed_permutations()              # [24,3,3]
+_CUBE_GROUP = box_ops.box_symmetries()                   # [24,3,3]
 _AXIS_REF = np.array([1.0, -1.0, -1.0]) / np.sqrt(3.0)   # camera-frame direction a mirror-symmetric axis points to
 
 

@@ -17,11 +17,11 @@ For a turn by ``θ`` about local axis ``j`` with ``(a, b)`` the other two axes i
 """
 from __future__ import annotations
 
-import itertools
 from typing import Sequence
 
 import torch
 
+from ..box_ops import box_symmetries
 from ..box_ops_torch import rotation_from_6d, rotation_to_6d
 
 # symmetry kind per class name; classes not listed have only the 24 relabellings of their box
@@ -30,15 +30,8 @@ AXIS = 2                         # the symmetry axis of our axis-symmetric shape
 
 
 def signed_permutations() -> torch.Tensor:
-    """The 24 proper signed permutation matrices [24,3,3] (float64)."""
-    out = []
-    for perm in itertools.permutations(range(3)):
-        for signs in itertools.product((1.0, -1.0), repeat=3):
-            G = torch.zeros(3, 3, dtype=torch.float64)
-            G[list(perm), range(3)] = torch.tensor(signs, dtype=torch.float64)
-            if torch.linalg.det(G) > 0:
-                out.append(G)
-    return torch.stack(out)
+    """The 24 proper signed permutation matrices [24,3,3] (float64; ``box_ops.box_symmetries``)."""
+    return torch.from_numpy(box_symmetries())
 
 
 _GROUP = signed_permutations()                                        # [24,3,3]
