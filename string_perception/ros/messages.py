@@ -24,7 +24,7 @@ from ..box_ops import rotation_to_6d, rotation_to_quaternion, quaternion_to_rota
 from ..runtime.postprocess import Detections
 from .image_conversion import array_to_imgmsg, imgmsg_to_array
 
-__all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'class_id_string',
+__all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'detection3d', 'class_id_string',
            'resolve_class', 'label_map', 'label_info_msg',
            'tensor_to_image', 'image_to_tensor', 'camera_info_to_k', 'transform_detections']
 
@@ -47,26 +47,34 @@ def detections_to_msg(dets: Detections, header: Any, ids: Sequence[int] | None =
     """vision_msgs/Detection3DArray for one frame; every Detection3D carries the same header. ``ids[M]``: the
     track id of each detection (``Tracks.detection_ids``), -1 or None = none yet: ``Detection3D.id`` is then
     empty, as vision_msgs allows (an id names one object across messages, never a rank in the frame)."""
-    from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
+    from vision_msgs.msg import Detection3DArray
     arr = Detection3DArray()
     arr.header = copy_header(header)
     for i in range(len(dets)):
-        det = Detection3D()
-        det.header = copy_header(header)
-        det.id = str(int(ids[i])) if ids is not None and ids[i] >= 0 else ''
-        c = det.bbox.center
-        c.position.x, c.position.y, c.position.z = (float(v) for v in dets.translations[i])
-        q = dets.quaternions_xyzw[i]
-        c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = (float(v) for v in q)
-        s = dets.sizes[i]
-        det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = float(s[0]), float(s[1]), float(s[2])
-        hyp = ObjectHypothesisWithPose()
-        hyp.hypothesis.class_id = class_id_string(dets.class_ids[i])
-        hyp.hypothesis.score = float(dets.scores[i])
-        hyp.pose.pose = c
-        det.results.append(hyp)
+        det_id = str(int(ids[i])) if ids is not None and ids[i] >= 0 else ''
+        det = detection3d(header, det_id, dets.translations[i], dets.quaternions_xyzw[i], dets.sizes[i],
+                          dets.class_ids[i], dets.scores[i])
         arr.detections.append(det)
     return arr
+
+
+def detection3d(header: Any, det_id: str, t, q_xyzw, size, class_id: int, score: float):
+    """One vision_msgs/Detection3D: box centre ``t[3]``, orientation ``q_xyzw[4]``, ``size[3]``, one hypothesis
+    (``class_id`` as :func:`class_id_string`, ``score``) whose pose is the box's."""
+    from vision_msgs.msg import Detection3D, ObjectHypothesisWithPose
+    det = Detection3D()
+    det.header = copy_header(header)
+    det.id = det_id
+    c = det.bbox.center
+    c.position.x, c.position.y, c.position.z = (float(v) for v in t)
+    c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = (float(v) for v in q_xyzw)
+    det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = (float(v) for v in size)
+    hyp = ObjectHypothesisWithPose()
+    hyp.hypothesis.class_id = class_id_string(class_id)
+    hyp.hypothesis.score = float(score)
+    hyp.pose.pose = c
+    det.results.append(hyp)
+    return det
 
 
 def class_id_string(class_id: int) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..box_ops import rotation_to_quaternion
 from ..runtime.tracking import Tracks
-from .messages import class_id_string, copy_header, tensor_to_image
+from .messages import copy_header, detection3d, tensor_to_image
 
 __all__ = ['tracks_to_msg', 'track_velocities_image', 'tracks_to_transforms', 'transform_tracks',
            'TfMessagePublisher', 'make_transform_broadcaster', 'TF_TOPIC']
@@ -34,23 +34,12 @@ TF_QOS_DEPTH = 100          # tf2_ros.DynamicBroadcasterQoS: reliable, volatile,
 
 def tracks_to_msg(tracks: Tracks, header: Any):
     """vision_msgs/Detection3DArray of the published tracks (id = track id)."""
-    from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
+    from vision_msgs.msg import Detection3DArray
     arr = Detection3DArray()
     arr.header = copy_header(header)
     for i in range(len(tracks)):
-        det = Detection3D()
-        det.header = copy_header(header)
-        det.id = str(int(tracks.ids[i]))
-        c = det.bbox.center
-        c.position.x, c.position.y, c.position.z = (float(v) for v in tracks.translations[i])
-        c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = (float(v) for v in
-                                                                              tracks.quaternions_xyzw[i])
-        det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = (float(v) for v in tracks.sizes[i])
-        hyp = ObjectHypothesisWithPose()
-        hyp.hypothesis.class_id = class_id_string(tracks.class_ids[i])
-        hyp.hypothesis.score = float(tracks.scores[i])
-        hyp.pose.pose = c
-        det.results.append(hyp)
+        det = detection3d(header, str(int(tracks.ids[i])), tracks.translations[i], tracks.quaternions_xyzw[i],
+                          tracks.sizes[i], tracks.class_ids[i], tracks.scores[i])
         arr.detections.append(det)
     return arr
 
