@@ -120,7 +120,17 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     node = StringPerceptionNode()
     out = {'configure': node.trigger_configure() == SUCCESS, 'threshold': node.pipeline.params['score_threshold']}
     out['activate'] = node.trigger_activate() == SUCCESS
-    out['subs'] = sorted(t for t, _ in node.get_subscriber_names_and_types_by_node(node.get_name(), '/'))
+    import time
+    def subs_when(done, timeout=60.0):
+        # the graph cache fills asynchronously (rmw discovery), even for the node's own entities: poll it
+        deadline = time.monotonic() + timeout
+        while True:
+            subs = sorted(t for t, _ in node.get_subscriber_names_and_types_by_node(node.get_name(), '/'))
+            if done(set(subs)) or time.monotonic() > deadline:
+                return subs
+            time.sleep(0.05)
+    INPUTS = {'/image', '/depth', '/camera_info'}
+    out['subs'] = subs_when(lambda s: INPUTS <= s)
     r = node.set_parameters([Parameter('score_threshold', value=0.55), Parameter('nms_iou', value=0.5)])
     out['set_ok'] = [x.successful for x in r]
     out['after_set'] = node.pipeline.params['score_threshold']
@@ -151,7 +161,7 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     snap = node.stats.snapshot()
     out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
-    out['subs_after'] = sorted(t for t, _ in node.get_subscriber_names_and_types_by_node(node.get_name(), '/'))
+    out['subs_after'] = subs_when(lambda s: not INPUTS & s)
     out['cleanup'] = node.trigger_cleanup() == SUCCESS and node.pipeline is None
     # reconfigure with a model that has the optional tokens output: ~/tokens carries the pipeline's [N,D] tokens
     node.set_parameters([Parameter('model_path', value=sys.argv[2]), Parameter('publish_tokens', value=True)])
