@@ -10,6 +10,7 @@ scored on the same test seeds), ``results.json`` and ``learning_curves.png``.
     python benchmarks/paper_table4.py --estimate                 # time 20 steps per config, project the wall time
     python benchmarks/paper_table4.py --budget-scale 0.25 --seeds 1 --configs vit-none vitd-cayley
     python benchmarks/paper_table4.py --device cuda --preset base --out runs/table4_base
+    python benchmarks/paper_table4.py --scenes kuka --sim mesh_object_fraction=0 --out runs/table4_kuka
 
 Configurations are ``ENCODER-ENCODING``: encoders ``vit`` (RGB only, 2D grid coordinates; the baseline ``none``
 gets the learned absolute position embedding of a standard ViT, as the paper's baseline), ``vitd`` (RGB-D,
@@ -115,6 +116,8 @@ class Settings:
     threads: int = 1
     progress: bool = False
     cache: Path | None = None       # generated train/test frames; default OUT/cache (ablations share one)
+    scenes: str = 'procedural'      # frame source of training and test frames (training/sources.py)
+    sim: dict[str, Any] = dataclasses.field(default_factory=dict)     # SimConfig overrides of simulated frames
 
     @property
     def cache_dir(self) -> Path:
@@ -138,6 +141,28 @@ def scene_key(scene_cfg) -> str:
                           ).hexdigest()[:10]
 
 
+def dataset_key(dataset) -> str:
+    """Cache-file key of a dataset's frames: its SceneConfig's (procedural, as before --scenes), or for simulated
+    sources the source name and a hash of both configs."""
+    key = scene_key(dataset.scene_config)
+    if getattr(dataset, 'scenes', 'procedural') == 'procedural':
+        return key
+    both = json.dumps([key, dataset.sim_cfg.to_dict()], sort_keys=True, default=str)
+    return f'{dataset.scenes}_{hashlib.sha256(both.encode()).hexdigest()[:10]}'
+
+
+def source_dataset(cfg, split: str, num_frames: int):
+    """``num_frames`` frames of ``split`` from a ``TrainConfig``'s scene source (``cfg.scenes``)."""
+    from string_perception.training.sources import make_dataset
+    from string_perception.training.train import build_model_config, build_sim_config
+    return make_dataset(split, num_frames, cfg.scenes, scene_config_of(cfg),
+                        build_sim_config(cfg, build_model_config(cfg)))
+
+
+def frames_key(cfg) -> str:
+    return dataset_key(source_dataset(cfg, 'train', 0))
+
+
 def scene_config_of(cfg):
     """The ``SceneConfig`` a ``TrainConfig`` renders its frames with."""
     from string_perception.training.train import build_model_config, build_scene_config
@@ -148,6 +173,7 @@ def train_config(encoder: str, encoding: str, seed: int, budget: Budget, setting
     """The ``TrainConfig`` of one run (its output directory included)."""
     from string_perception.training.train import TrainConfig
     base = TrainConfig(**settings.train)
+    base = dataclasses.replace(base, scenes=settings.scenes, sim_overrides={**base.sim_overrides, **settings.sim})
     model = {**base.model_overrides, **settings.model, **ENCODERS[encoder], 'encoding': encoding}
     run_dir = settings.out / 'runs' / f'{encoder}-{encoding}' / f'seed{seed}'
     cfg = dataclasses.replace(
@@ -155,8 +181,7 @@ def train_config(encoder: str, encoding: str, seed: int, budget: Budget, setting
         num_train_frames=budget.num_train_frames, warmup_steps=budget.warmup_steps, val_every=budget.val_every,
         val_frames=budget.val_frames, seed=seed, out=str(run_dir), device=settings.device, threads=settings.threads,
         keep_every=0)
-    key = scene_key(scene_config_of(cfg))
-    cfg.cache_file = str(settings.cache_dir / f'train_{budget.num_train_frames}_{key}.npz')
+    cfg.cache_file = str(settings.cache_dir / f'train_{budget.num_train_frames}_{frames_key(cfg)}.npz')
     return cfg
 
 
@@ -164,12 +189,13 @@ def run_spec(encoder: str, encoding: str, seed: int, budget: Budget, settings: S
     cfg = train_config(encoder, encoding, seed, budget, settings)
     what = {k: v for k, v in cfg.to_dict().items() if k not in ('out', 'device', 'threads', 'num_workers',
                                                                  'cache_file')}
+    if cfg.scenes == 'procedural' and not cfg.sim_overrides:   # runs recorded before --scenes keep their fingerprint
+        del what['scenes'], what['sim_overrides']
     what['test_frames'] = budget.test_frames
     fingerprint = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return {'config': f'{encoder}-{encoding}', 'encoder': encoder, 'encoding': encoding, 'seed': seed,
             'train_config': cfg.to_dict(), 'test_frames': budget.test_frames, 'fingerprint': fingerprint,
-            'test_cache': str(settings.cache_dir
-                              / f'test_{budget.test_frames}_{scene_key(scene_config_of(cfg))}.npz'),
+            'test_cache': str(settings.cache_dir / f'test_{budget.test_frames}_{frames_key(cfg)}.npz'),
             'progress': settings.progress}
 
 
@@ -189,11 +215,10 @@ def finished_record(spec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def test_dataset(spec: dict[str, Any]):
-    """The held-out test frames (seeds [2e9, 2e9 + n)), generated once into ``spec['test_cache']``."""
-    from string_perception.training.data import SceneDataset
+    """The held-out test frames (seeds [2e9, 2e9 + n)) of the run's source, generated once into
+    ``spec['test_cache']``."""
     from string_perception.training.train import TrainConfig
-    cfg = TrainConfig.from_dict(spec['train_config'])
-    dataset = SceneDataset('test', spec['test_frames'], scene_config_of(cfg))
+    dataset = source_dataset(TrainConfig.from_dict(spec['train_config']), 'test', spec['test_frames'])
     dataset.build_cache(path=spec['test_cache'])
     return dataset
 
@@ -225,21 +250,21 @@ def test_headline(model, model_cfg, dataset, cfg, device) -> dict[str, float]:
 
 def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[str, Any]:
     """The model we ship (``--reference``) on the same held-out seeds, decoded like every run, so that "ship the
-    best ViTD if it beats the current model" compares like with like. Its frames are rendered with its own scene
-    settings (``same_scenes`` says whether they equal the runs')."""
-    from string_perception.evaluation.evaluate import load_model, scene_config_for
-    from string_perception.training.data import SceneDataset
+    best ViTD if it beats the current model" compares like with like. Its frames come from the runs' source
+    (``--scenes``), rendered with its own scene settings (simulated ones primitive-only when it has no ``object``
+    class); ``same_scenes`` says whether they equal the runs'."""
+    from string_perception.evaluation.evaluate import load_model, source_dataset_for
     from string_perception.training.train import TrainConfig, resolve_device
     cfg = dataclasses.replace(TrainConfig(**settings.train), device=settings.device)
     device = resolve_device(cfg.device)
     model, model_cfg, ckpt = load_model(path, device)
-    scene = scene_config_for(model_cfg, ckpt)
-    dataset = SceneDataset('test', budget.test_frames, scene)
-    dataset.build_cache(path=settings.cache_dir / f'test_{budget.test_frames}_{scene_key(scene)}.npz')
-    runs_scene = scene_config_of(train_config('vitd', 'cayley', 0, budget, settings))
+    dataset = source_dataset_for(model_cfg, ckpt, 'test', budget.test_frames, settings.scenes, settings.sim)[0]
+    key = dataset_key(dataset)
+    dataset.build_cache(path=settings.cache_dir / f'test_{budget.test_frames}_{key}.npz')
+    runs_key = frames_key(train_config('vitd', 'cayley', 0, budget, settings))
     shown = path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path
     return {'path': str(shown), 'checkpoint_step': int(ckpt['step']), 'encoding': model_cfg.encoding,
-            'same_scenes': scene_key(scene) == scene_key(runs_scene),
+            'same_scenes': key == runs_key,
             'test': test_headline(model, model_cfg, dataset, cfg, device)}
 
 
@@ -309,19 +334,17 @@ def run_all(specs: Sequence[dict[str, Any]], settings: Settings) -> tuple[list[d
 
 def prepare_caches(specs: Sequence[dict[str, Any]], processes: int) -> None:
     """Generate the shared training and test frames once, before any run starts (runs then only load them)."""
-    from string_perception.training.data import SceneDataset
     from string_perception.training.train import TrainConfig
     seen = set()
     for spec in specs:
         cfg = TrainConfig.from_dict(spec['train_config'])
-        scene_cfg = scene_config_of(cfg)
         for split, n, path in (('train', cfg.num_train_frames, cfg.cache_file),
                                ('test', spec['test_frames'], spec['test_cache'])):
             if path in seen:
                 continue
             seen.add(path)
             t0 = time.perf_counter()
-            SceneDataset(split, n, scene_cfg).build_cache(processes=processes, path=path)
+            source_dataset(cfg, split, n).build_cache(processes=processes, path=path)
             print(f'{split} frames: {n} in {path} ({time.perf_counter() - t0:.1f} s)', flush=True)
 
 
@@ -373,6 +396,7 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
     p = provenance()
     frames = budget.steps * budget.batch_size
+    scenes_note = f' with SimConfig overrides `{json.dumps(settings.sim)}`' if settings.sim else ''
     ape = sorted({(r['encoding'], str(r.get('abs_pos_embed'))) for r in records}, key=lambda x: COLUMNS.index(x[0]))
     ape_text = ', '.join(f'{ENCODING_TITLES[e]}: {k}' for e, k in ape)
     return [f'Budget per run (same for every configuration): preset `{settings.preset}`, {budget.steps} steps x '
@@ -381,7 +405,8 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
             f'{settings.seeds} seed(s). Model overrides: `{json.dumps(settings.model)}`, train overrides: '
             f'`{json.dumps(settings.train)}`.',
             '',
-            f'Test split: {budget.test_frames} held-out frames (seeds 2e9 ...), the same for every run. Runs: '
+            f'Test split: {budget.test_frames} held-out frames (seeds 2e9 ...), the same for every run; frames '
+            f'from `--scenes {settings.scenes}`{scenes_note}. Runs: '
             f'{len(records)}; device `{settings.device}`, {settings.jobs} job(s) x {settings.threads} thread(s); '
             f'wall time of this invocation {wall_s / 60:.1f} min, train + eval time summed over runs '
             f'{compute / 60:.1f} min. Code {p["git_commit"]}, torch {p["torch"]}.',
@@ -389,8 +414,8 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
             f'Absolute position embedding added to the tokens ({ape_text}): the baseline is a standard ViT with a '
             'learned one, as the paper\'s "no RoPE or STRING" baseline; the rotary encodings replace it.',
             '',
-            'Our data is generated (procedural scenes, tiny model, minutes of CPU training) and theirs is 4M '
-            'rendered images with pre-trained towers and 250k steps at batch 1024: only orderings and the ViT -> '
+            'Our data is generated (procedural or simulated scenes, tiny model, minutes of CPU training) and theirs '
+            'is 4M rendered images with pre-trained towers and 250k steps at batch 1024: only orderings and the ViT -> '
             'ViTD gain can carry over, not the absolute numbers.']
 
 
@@ -520,22 +545,27 @@ def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: 
     barely trained model (its box count differs later)."""
     import torch
 
-    from string_perception.training.data import SceneDataset, collate, measure_generation
+    from string_perception.training.data import collate, measure_generation
     torch.set_num_threads(settings.threads)
     load_start = os.getloadavg()[0] if hasattr(os, 'getloadavg') else float('nan')
     timers, data = {}, {}
     for c in configs:
         encoder, encoding = parse_config(c)
         cfg = train_config(encoder, 'cayley' if encoding == AUTO else encoding, 0, budget, settings)
-        scene_cfg = scene_config_of(cfg)
-        key = scene_key(scene_cfg)
+        key = frames_key(cfg)
         if key not in data:
-            train_set = SceneDataset('train', 2 * budget.batch_size, scene_cfg, canonical_targets=True)
+            train_set = source_dataset(cfg, 'train', 2 * budget.batch_size)
+            train_set.canonical_targets = True
+            t_gen = time.perf_counter()
+            if cfg.scenes != 'procedural':      # simulated frames: the generation rate is the cache's
+                train_set.build_cache()
+            t_gen = len(train_set) / (time.perf_counter() - t_gen)
             batches = [collate([train_set[i] for i in range(b * budget.batch_size, (b + 1) * budget.batch_size)])
                        for b in range(2)]
-            val_set = SceneDataset('val', min(budget.val_frames, 32), scene_cfg)
+            val_set = source_dataset(cfg, 'val', min(budget.val_frames, 32))
             val_set.build_cache()
-            data[key] = (batches, val_set, measure_generation(scene_cfg, num=20))
+            gen_fps = measure_generation(scene_config_of(cfg), num=20) if cfg.scenes == 'procedural' else t_gen
+            data[key] = (batches, val_set, gen_fps)
         timers[c] = (StepTimer(cfg), key)
     times: dict[str, list[float]] = {c: [] for c in configs}
     for i in range(steps + 2):
@@ -607,6 +637,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help='ViTDConfig field (JSON value), e.g. image_size=[64,64]')
     o.add_argument('--train', type=_kv, action='append', default=[], metavar='KEY=VALUE',
                    help='TrainConfig field (JSON value), e.g. lr=2e-3')
+    o.add_argument('--scenes', default='procedural', choices=('procedural', 'aloha', 'kuka', 'mix'),
+                   help='frame source of the training, validation and test frames (string-perception-train '
+                        '--scenes); the reference is scored on test frames of the same source')
+    o.add_argument('--sim', type=_kv, action='append', default=[], metavar='KEY=VALUE',
+                   help='SimConfig field of simulated frames (JSON value), e.g. mesh_object_fraction=0')
     r = p.add_argument_group('where it runs')
     r.add_argument('--device', default='cpu', help='cpu | cuda | cuda:N')
     r.add_argument('--jobs', type=int, default=None, help='runs side by side (default: 2 on CPU, 1 on CUDA)')
@@ -635,7 +670,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     jobs = args.jobs if args.jobs is not None else (2 if cpu else 1)
     threads = args.threads if args.threads is not None else max(1, (os.cpu_count() or 1) // jobs)
     return Settings(out=Path(args.out), preset=args.preset, seeds=args.seeds, model=dict(args.model),
-                    train=dict(args.train), device=args.device, jobs=jobs, threads=threads, progress=args.progress)
+                    train=dict(args.train), device=args.device, jobs=jobs, threads=threads, progress=args.progress,
+                    scenes=args.scenes, sim=dict(args.sim))
 
 
 def main(argv: list[str] | None = None) -> int:

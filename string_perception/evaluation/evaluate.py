@@ -1,8 +1,12 @@
 """Evaluate a checkpoint on the held-out test split (``string-perception-evaluate``).
 
     string-perception-evaluate models/vitd_tiny_cayley.pt --num-frames 500 --out runs/eval
+    string-perception-evaluate models/vitd_tiny_cayley.pt --scenes kuka --num-frames 200   # a simulated cell
 
-Test frames are seeds ``[2e9 + offset, 2e9 + offset + num_frames)``, never used in training. Predictions are decoded
+Test frames are seeds ``[2e9 + offset, 2e9 + offset + num_frames)``, never used in training. ``--scenes`` picks
+their source (``training/sources.py``: procedural, aloha, kuka, mix; default: the checkpoint's training source);
+every source uses the same split ranges, so test seeds are disjoint from the training ``[0, 1e6)`` and validation
+``[1e9, ...)`` seeds of any source. Predictions are decoded
 exactly as the ROS node decodes them (``runtime.postprocess.decode_detections``: score threshold, class-wise 3D NMS,
 top-k), then scored with ``metrics.summarize`` (average best 3D IoU over all ground-truth boxes as the paper reports
 it, AP3D at IoU 0.25 and 0.5, per class; strict, and symmetry-aware as ``_sym``) and broken down into error kinds
@@ -192,6 +196,27 @@ def scene_config_for(model_cfg, ckpt: dict):
     return build_scene_config(tc, model_cfg)
 
 
+def source_dataset_for(model_cfg, ckpt: dict, split: str, num_frames: int, scenes: str | None = None,
+                       sim_overrides: dict | None = None, offset: int = 0):
+    """The ``split`` frames of ``scenes`` (None: the checkpoint's training source) for this model ->
+    ``(dataset, scenes, sim overrides used, note)``. SimConfig = the checkpoint's ``sim_overrides`` + ``sim_overrides``
+    at the model's input size; a model without the ``object`` class is scored on primitive-only simulated frames
+    (``mesh_object_fraction=0``, said in ``note``)."""
+    from string_perception.training import sources
+    from string_perception.training.train import TrainConfig
+    tc = TrainConfig.from_dict(ckpt['train_config']) if isinstance(ckpt.get('train_config'), dict) else TrainConfig()
+    scenes = sources.check_scenes(scenes if scenes is not None else tc.scenes)
+    overrides = {**tc.sim_overrides, **dict(sim_overrides or {})}
+    note = ''
+    if sources.uses_sim(scenes) and sources.sim_has_objects(overrides) and 'object' not in model_cfg.class_names:
+        overrides['mesh_object_fraction'] = 0.0
+        note = "the model has no 'object' class: primitive-only simulated frames (mesh_object_fraction=0)"
+    sim_cfg = sources.sim_config(model_cfg.image_size, overrides) if sources.uses_sim(scenes) else None
+    dataset = sources.make_dataset(split, num_frames, scenes, scene_config_for(model_cfg, ckpt), sim_cfg,
+                                   offset=offset)
+    return dataset, scenes, overrides, note
+
+
 def node_threshold(checkpoint: str | Path) -> tuple[float, str]:
     """The score threshold the node would use with this model -> ``(threshold, where it came from)``: the
     ``score_threshold`` in the metadata of the exported ``<stem>.onnx`` next to the checkpoint, else the node's
@@ -220,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--num-frames', type=int, default=200, help='test frames: seeds [2e9 + offset, ... + num)')
     p.add_argument('--offset', type=int, default=0, help='first test frame')
     p.add_argument('--split', default='test', choices=('test', 'val'), help='never evaluate on train seeds')
+    p.add_argument('--scenes', default=None, choices=('procedural', 'aloha', 'kuka', 'mix'),
+                   help="frame source (default: the checkpoint's training source); simulated frames are rendered "
+                        'by --num-workers spawned processes before inference')
+    p.add_argument('--sim', type=_kv, action='append', default=[], metavar='KEY=VALUE',
+                   help="SimConfig field of simulated frames (JSON value) over the checkpoint's")
     p.add_argument('--batch-size', type=int, default=16)
     p.add_argument('--score-threshold', type=float, default=0.05,
                    help='decoding threshold (low, so the PR curve covers the whole range)')
@@ -243,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from string_perception import metrics
-    from string_perception.training.data import SceneDataset
+    from string_perception.training.sources import uses_sim
     args = build_parser().parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -251,12 +281,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     model, model_cfg, ckpt = load_model(args.checkpoint, args.device)
-    scene_cfg = scene_config_for(model_cfg, ckpt)
-    dataset = SceneDataset(args.split, args.num_frames, scene_cfg, offset=args.offset)
+    dataset, scenes, sim_used, note = source_dataset_for(model_cfg, ckpt, args.split, args.num_frames, args.scenes,
+                                                         dict(args.sim), args.offset)
+    if note:
+        print(f'note: {note}', file=sys.stderr)
+    num_workers = args.num_workers
+    if uses_sim(scenes):       # rendered up front in spawned workers (a GL context does not survive fork)
+        dataset.build_cache(processes=max(1, num_workers), progress=not args.no_progress)
+        num_workers = 0
     decode = {'score_threshold': args.score_threshold, 'nms_iou': args.nms_iou,
               'max_detections': args.max_detections}
     res = predict(model, dataset, device=args.device, batch_size=args.batch_size, decode=decode,
-                  num_workers=args.num_workers, progress=not args.no_progress)
+                  num_workers=num_workers, progress=not args.no_progress)
     if args.operating_threshold is None:
         operating, operating_source = node_threshold(args.checkpoint)
     else:
@@ -269,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         'checkpoint': str(args.checkpoint),
         'split': args.split,
+        'scenes': scenes,
+        'sim_overrides': sim_used if uses_sim(scenes) else None,
         'seeds': [seeds[0], seeds[-1] + 1] if seeds else [],
         'num_frames': len(seeds),
         'num_objects': int(sum(len(g['labels']) for g in res['gts'])),
@@ -354,6 +392,11 @@ def annotate_frame(rgb: np.ndarray, K: np.ndarray, pred: dict | None, gt: dict |
     K[:2] *= scale
     K[:2, 2] += (scale - 1) / 2.0              # pixel centres at integer coordinates, before and after
     return draw.draw_predictions(image, K, pred, gt, class_names, score_threshold=draw_threshold)
+
+
+def _kv(text: str):
+    from string_perception.training.train import _kv as kv
+    return kv(text)
 
 
 def _json_default(o):

@@ -289,6 +289,14 @@ def _scenes_source_hash() -> str:
     return h.hexdigest()
 
 
+def procedural_fingerprint(scene_config: SceneConfig, seeds: Sequence[int]) -> str:
+    """FrameCache.save / load fingerprint of the procedural frames of ``seeds`` (config, seed range, generator)."""
+    seeds = list(seeds)
+    return json.dumps({'scene_config': dataclasses.asdict(scene_config), 'seeds': [
+        seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 2},
+        sort_keys=True, default=str)
+
+
 class SceneDataset(Dataset):
     """``num_frames`` generated frames of ``split``: item ``i`` is the frame of seed ``split base + offset + i``.
 
@@ -323,9 +331,7 @@ class SceneDataset(Dataset):
         holds exactly these frames of this scene config, else write it. Returns the cache."""
         indices = range(len(self)) if indices is None else indices
         seeds = [self.seeds[i] for i in indices]
-        fingerprint = json.dumps({'scene_config': dataclasses.asdict(self.scene_config), 'seeds': [
-            seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 2},
-            sort_keys=True, default=str)
+        fingerprint = procedural_fingerprint(self.scene_config, seeds)
         if path is not None and Path(path).exists():
             cache = FrameCache.load(path, fingerprint)
             if cache is not None and all(s in cache for s in seeds):
@@ -404,6 +410,6 @@ def shard_indices(num_items: int, rank: int, world_size: int) -> range:
 
 
 __all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw',
-           'compact_instance_mask',
+           'compact_instance_mask', 'procedural_fingerprint',
            'raw_to_sample', 'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
            'measure_generation', 'shard_indices']

@@ -8,6 +8,10 @@ Several (DDP; gloo on CPU, nccl on GPU; every rank trains on its own shard of th
 
     torchrun --nproc_per_node 2 -m string_perception.training.train --preset tiny --out runs/ddp
 
+Simulated workcells or a mix as the frame source (``training/sources.py``; primitive-only frames here)::
+
+    string-perception-train --preset tiny --scenes aloha --sim mesh_object_fraction=0 --out runs/aloha
+
 Resume (model, optimiser, scheduler, step, RNG; the data order continues where it stopped)::
 
     string-perception-train --resume runs/tiny/last.pt          # or --resume auto --out runs/tiny
@@ -36,7 +40,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from string_perception.training.data import SceneDataset, make_loader, shard_indices
+from string_perception.training.data import make_loader, shard_indices
+from string_perception.training.sources import (SCENE_SOURCES, check_scenes, class_names_for, make_dataset,
+                                                sim_config, sim_has_objects, uses_sim)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -52,6 +58,8 @@ class TrainConfig:
     preset: str = 'tiny'
     model_overrides: dict[str, Any] = field(default_factory=dict)   # ViTDConfig fields over the preset
     scene_overrides: dict[str, Any] = field(default_factory=dict)   # SceneConfig fields (image size follows model)
+    scenes: str = 'procedural'      # frame source (training/sources.py): procedural | aloha | kuka | mix
+    sim_overrides: dict[str, Any] = field(default_factory=dict)     # SimConfig fields of simulated frames
     loss_overrides: dict[str, Any] = field(default_factory=dict)    # SetCriterion keyword arguments (e.g. weights)
     matcher_overrides: dict[str, Any] = field(default_factory=dict) # HungarianMatcher costs (default: = weights)
     assignment: str = 'hungarian'   # 'hungarian' (one-to-one, SetCriterion) | 'dense' (one-to-many, DenseCriterion)
@@ -89,6 +97,7 @@ class TrainConfig:
         self.betas = tuple(float(b) for b in self.betas)
         if self.assignment not in ASSIGNMENTS:
             raise ValueError(f'assignment must be one of {ASSIGNMENTS}, got {self.assignment!r}')
+        check_scenes(self.scenes)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -102,10 +111,10 @@ class TrainConfig:
 
 
 def build_model_config(cfg: TrainConfig):
-    """The ``ViTDConfig`` of a run: preset + overrides, class names from the scene generator."""
+    """The ``ViTDConfig`` of a run: preset + overrides, class names from the scene source
+    (``sources.class_names_for``: the five primitives, plus ``object`` for simulated frames with mesh objects)."""
     from string_perception.model import ViTDConfig
-    from string_perception.scenes import CLASS_NAMES
-    overrides = {'class_names': tuple(CLASS_NAMES), **cfg.model_overrides}
+    overrides = {'class_names': class_names_for(cfg.scenes, cfg.sim_overrides), **cfg.model_overrides}
     return ViTDConfig.preset(cfg.preset, **overrides)
 
 
@@ -120,6 +129,18 @@ def build_scene_config(cfg: TrainConfig, model_cfg):
     else:
         size.update({k: v for k, v in (('height', h), ('width', w)) if k in fields})
     return SceneConfig(**{**size, **cfg.scene_overrides})
+
+
+def build_sim_config(cfg: TrainConfig, model_cfg):
+    """``SimConfig`` of the run's simulated frames at the model's input size (None for procedural scenes)."""
+    return sim_config(model_cfg.image_size, cfg.sim_overrides) if uses_sim(cfg.scenes) else None
+
+
+def check_source_classes(cfg: TrainConfig, model_cfg) -> None:
+    """Simulated frames with mesh objects label class ``object``: the model must have it."""
+    if uses_sim(cfg.scenes) and sim_has_objects(cfg.sim_overrides) and 'object' not in model_cfg.class_names:
+        raise ValueError(f'--scenes {cfg.scenes} frames hold mesh objects (class "object") but the model classes are '
+                         f'{list(model_cfg.class_names)}; train with --sim mesh_object_fraction=0 for primitives only')
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -368,6 +389,10 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
             from string_perception.model import ViTDConfig
             model_cfg = ViTDConfig.from_dict(ckpt['config'])
         scene_cfg = build_scene_config(cfg, model_cfg)
+        sim_cfg = build_sim_config(cfg, model_cfg)
+        check_source_classes(cfg, model_cfg)
+        if sim_cfg is not None and not cfg.cache:
+            raise ValueError('simulated scenes are rendered into the frame cache by spawned processes; drop --no-cache')
 
         torch.manual_seed(cfg.seed)                      # same initial weights on every rank
         model = ViTD(model_cfg).to(info.device)
@@ -389,7 +414,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
                                             else None, find_unused_parameters=True)  # policy head: no loss
 
         # Data: this rank's shard of the training seeds, in an order fixed by (seed, position).
-        train_set = SceneDataset('train', cfg.num_train_frames, scene_cfg, canonical_targets=cfg.canonical_targets)
+        train_set = make_dataset('train', cfg.num_train_frames, cfg.scenes, scene_cfg, sim_cfg,
+                                 canonical_targets=cfg.canonical_targets)
         if cfg.cache:
             t0 = time.perf_counter()
             cache_path = None
@@ -409,7 +435,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         # Every rank validates on the same frames (the loss normaliser all-reduces), rank 0 writes the results.
         val_set = None
         if cfg.val_frames > 0:
-            val_set = SceneDataset('val', cfg.val_frames, scene_cfg, canonical_targets=cfg.canonical_targets)
+            val_set = make_dataset('val', cfg.val_frames, cfg.scenes, scene_cfg, sim_cfg,
+                                   canonical_targets=cfg.canonical_targets)
             val_set.build_cache(processes=max(1, cfg.num_workers))
 
         logs = tb = None
@@ -564,7 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument('--cache-file', default=S, help='keep the training-frame cache in this .npz and reuse it')
     d.add_argument('--num-workers', type=int, default=S)
     d.add_argument('--scene', type=_kv, action='append', default=S, metavar='KEY=VALUE',
-                   help='SceneConfig field (JSON value)')
+                   help='SceneConfig field of procedural frames (JSON value)')
+    d.add_argument('--scenes', choices=SCENE_SOURCES, default=S,
+                   help='frame source: procedural ray caster, simulated aloha / kuka cell, or mix (an even split of '
+                        'the three by seed %% 3); validation uses held-out seeds of the same source')
+    d.add_argument('--sim', type=_kv, action='append', default=S, metavar='KEY=VALUE',
+                   help='SimConfig field of simulated frames (JSON value); mesh_object_fraction=0 gives '
+                        "primitive-only frames and the five-class model, else the classes add 'object'")
     r = p.add_argument_group('run')
     r.add_argument('--val-every', type=int, default=S)
     r.add_argument('--val-frames', type=int, default=S)
@@ -597,11 +630,12 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     model.update(dict(given.get('model', [])))
     changes['model_overrides'] = model
     changes['scene_overrides'] = {**cfg.scene_overrides, **dict(given.get('scene', []))}
+    changes['sim_overrides'] = {**cfg.sim_overrides, **dict(given.get('sim', []))}
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
-    for name in ('preset', 'assignment', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay', 'warmup_steps',
-                 'grad_clip', 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every', 'keep_every',
-                 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
+    for name in ('preset', 'assignment', 'scenes', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay',
+                 'warmup_steps', 'grad_clip', 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
+                 'keep_every', 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]
     if given.get('no_cache'):
