@@ -28,6 +28,23 @@ class CameraRig:
     body: str | None = None
 
 
+@dataclass(frozen=True)
+class Effector:
+    """An arm's tool for scripted picks (sim/pick.py): a point and two axes on `body`, the joints the IK moves."""
+    name: str
+    body: str                       # the body the tool is fixed to (the carried object is attached to it)
+    point: tuple                    # tool point in the body frame (between the finger pads / the flange face)
+    approach_axis: tuple            # body-frame unit axis pointing out of the tool (down during a pick)
+    closing_axis: tuple             # body-frame unit axis the fingers close along (suction: any axis _|_ approach)
+    joints: tuple                   # arm joint names the IK moves (a subset of Cell.arm_joints)
+    base: str                       # body at the arm's base (reach is measured from it, horizontally)
+    reach_m: float                  # objects and places farther than this from the base are not tried
+    fingers: tuple = ()             # (joint name, sign): slide joints, q = sign * opening per finger
+    finger_open: float = 0.0        # finger opening while approaching
+    finger_touch: float = 0.0       # finger opening at which the pads touch (pad gap = 2 (q - finger_touch))
+    max_grip_m: float = 0.0         # widest object the fingers take (0: suction, any width)
+
+
 @dataclass
 class Cell:
     name: str
@@ -40,6 +57,7 @@ class Cell:
     drop_half: np.ndarray           # [2] its half extents
     support_z: float                # height of the support surface under the drop region
     rigs: tuple                     # CameraRig
+    effectors: tuple = ()           # Effector per arm
 
 
 def _floor(spec: mujoco.MjSpec, z: float, rgba) -> None:
@@ -71,8 +89,16 @@ def aloha_cell() -> Cell:
             CameraRig('front_close', (0.0, 0.2, 0.4), table),
             CameraRig('left_wrist', (-0.1, 0.0, 0.16), (0.15, 0.0, 0.01), 'vx300s_left/gripper_link'),
             CameraRig('right_wrist', (-0.1, 0.0, 0.16), (0.15, 0.0, 0.01), 'vx300s_right/gripper_link'))
+    # ViperX gripper_link: +x points out of the gripper, the fingers slide along y; pads span x 0.12-0.154 m and
+    # touch at finger q = 0.0224 (measured from the finger meshes), so q = 0.057 leaves a 6.9 cm gap
+    effectors = tuple(Effector(s, f'vx300s_{s}/gripper_link', (0.135, 0.0, 0.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0),
+                               tuple(f'vx300s_{s}/{j}' for j in ('waist', 'shoulder', 'elbow', 'forearm_roll',
+                                                                 'wrist_angle', 'wrist_rotate')),
+                               f'vx300s_{s}', 0.6, ((f'vx300s_{s}/left_finger', 1.0),
+                                                    (f'vx300s_{s}/right_finger', -1.0)), 0.057, 0.0224, 0.06)
+                      for s in sides)
     return Cell('aloha', spec, ('vx300s_left', 'vx300s_right'), joints, home, spread,
-                np.array([0.0, 0.6]), np.array([0.3, 0.25]), 0.0, rigs)
+                np.array([0.0, 0.6]), np.array([0.3, 0.25]), 0.0, rigs, effectors)
 
 
 _TABLE_TOP = 0.625   # table.urdf: 0.05 m thick top centred at 0.6 m
@@ -127,8 +153,12 @@ def kuka_cell() -> Cell:
     rigs = (CameraRig('over_shoulder', (-0.95, 0.0, 1.45), tray_c), CameraRig('left', (0.15, 0.85, 1.3), tray_c),
             CameraRig('right', (0.15, -0.85, 1.3), tray_c), CameraRig('front', (0.95, 0.0, 1.3), tray_c),
             CameraRig('overhead', (0.15, 0.0, 1.55), tray_c))
+    # pybullet_data's iiwa has no gripper: link 7's flange face (z = 0.045 m in its frame) takes objects by
+    # "suction" (attached at the flange)
+    effectors = (Effector('iiwa', 'iiwa/lbr_iiwa_link_7', (0.0, 0.0, 0.045), (0.0, 0.0, 1.0), (0.0, 1.0, 0.0),
+                          joints, 'iiwa/lbr_iiwa_link_0', 0.85),)
     return Cell('kuka', spec, ('iiwa/lbr_iiwa_link_0',), joints, home, spread, np.array(_TRAY_XY),
-                np.array([0.2, 0.2]), _TABLE_TOP + 0.015, rigs)
+                np.array([0.2, 0.2]), _TABLE_TOP + 0.015, rigs, effectors)
 
 
 CELLS = {'aloha': aloha_cell, 'kuka': kuka_cell}

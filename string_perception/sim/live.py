@@ -1,7 +1,9 @@
-"""A workcell that keeps running: arms move between random collision-free configurations (kinematically, so
-they push the objects in their way), objects that leave the support are dropped again and every
-`respawn_period_s` one more object is re-dropped over the drop region (a conveyor-like feed). ROS-free; the
-live camera node (ros/sim_camera.py) publishes what `LiveCell.view()` returns.
+"""A workcell that keeps running. Arm motion (`LiveConfig.motion`): 'pick' (default) = scripted pick-and-place,
+an arm takes an object it can reach to a free place on the support (sim/pick.py); 'sweep' = arms move between
+random collision-free configurations. Arms are kinematic either way (they push the objects in their way). Objects
+that leave the support are dropped again and every `respawn_period_s` one more object (never the one being picked)
+is re-dropped over the drop region (a conveyor-like feed). ROS-free; the live camera node (ros/sim_camera.py)
+publishes what `LiveCell.view()` returns.
 """
 from __future__ import annotations
 
@@ -14,13 +16,22 @@ from .camera import CameraDraw, look_at, rig_pose, sample_camera
 from .config import SimConfig
 from .generator import build_scene, label_view, pick_rig
 from .physics import drop_object, sample_arms
+from .pick import PickConfig, PickMotion
+
+MOTIONS = ('pick', 'sweep')
 
 
 @dataclass(frozen=True)
 class LiveConfig:
-    arm_speed_rad_s: float = 0.5          # joint-space speed of the largest joint motion
+    motion: str = 'pick'                  # 'pick' (scripted pick-and-place) | 'sweep' (random configurations)
+    arm_speed_rad_s: float = 0.5          # sweep: joint-space speed of the largest joint motion
     respawn_period_s: float = 2.0         # re-drop one object this often (0 = only those that fell off)
     fall_margin_m: float = 0.05           # an object this far below the support has left it
+    pick: PickConfig = PickConfig()
+
+    def __post_init__(self):
+        if self.motion not in MOTIONS:
+            raise ValueError(f'unknown motion {self.motion!r}; expected one of {MOTIONS}')
 
 
 @dataclass
@@ -51,6 +62,9 @@ class LiveCell:
         self.static_geom = (m.geom_bodyid == 0) | np.isin(m.geom_bodyid, [m.body(n).id for n in ('table', 'tray')
                                                                             if _has_body(m, n)])
         self.link_bodies = [b for b in range(1, m.nbody) if st.index.arm_geom[m.geom_bodyid == b].any()]
+        # the picks draw from their own stream: how often the cell is viewed (noise draws) does not change them
+        self.picker = (PickMotion(st, np.random.default_rng(self.rng.integers(2**62)), live.pick)
+                       if live.motion == 'pick' else None)
 
     @property
     def time_s(self) -> float:
@@ -65,6 +79,26 @@ class LiveCell:
 
     def advance(self, dt: float) -> None:
         """Simulate `dt` seconds: arm motion, physics, fallen / periodic re-drops."""
+        if self.picker is not None:
+            self._advance_pick(dt)
+        else:
+            self._advance_sweep(dt)
+        self._redrop(dt)
+
+    def _advance_pick(self, dt: float) -> None:
+        st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
+        h = m.opt.timestep
+        for _ in range(max(1, int(round(dt / h)))):
+            q_prev = self.q
+            self.q = self.picker.step(self.q, h)
+            self.qdot = (self.q - q_prev) / h
+            d.qpos[idx.arm_qpos] = self.q
+            d.qvel[idx.arm_dof] = self.qdot
+            mujoco.mj_kinematics(m, d)
+            self.picker.impose_attached(h)
+            mujoco.mj_step(m, d)
+
+    def _advance_sweep(self, dt: float) -> None:
         st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
         steps = max(1, int(round(dt / m.opt.timestep)))
         for _ in range(steps):
@@ -86,7 +120,6 @@ class LiveCell:
             if arm_vs_static:                  # the straight joint path runs into the table: turn back
                 self.q = q_prev
                 self.target = q_prev
-        self._redrop(dt)
 
     def _redrop(self, dt: float) -> None:
         st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
@@ -96,13 +129,21 @@ class LiveCell:
         z = d.qpos[idx.obj_qpos + 2]                                                   # [O] body heights
         fallen = np.flatnonzero(z < cell.support_z - self.live.fall_margin_m)
         periodic = []
+        busy = self.picker.obj if self.picker is not None else -1       # the object being picked stays
+        fallen = fallen[fallen != busy]
         if self.live.respawn_period_s > 0 and self.time_s >= self.next_respawn:
             self.next_respawn += self.live.respawn_period_s
-            periodic = [self.respawned % len(idx.obj_qpos)]
+            if self.respawned % len(idx.obj_qpos) == busy:
+                self.respawned += 1
+            if self.respawned % len(idx.obj_qpos) != busy:
+                periodic = [self.respawned % len(idx.obj_qpos)]
         for i in list(fallen) + periodic:
             drop_object(self.rng, m, d, idx, int(i), cell.drop_center, cell.drop_half, cell.support_z + 0.1)
             self.respawned += 1
         d.qpos[idx.arm_qpos] = self.q
+        if self.picker is not None and self.picker.attached:
+            mujoco.mj_kinematics(m, d)
+            self.picker.impose_attached()
         mujoco.mj_forward(m, d)
 
     def view(self) -> View:
@@ -130,4 +171,4 @@ def _has_body(model, name: str) -> bool:
     return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name) >= 0
 
 
-__all__ = ['LiveCell', 'LiveConfig', 'View']
+__all__ = ['MOTIONS', 'LiveCell', 'LiveConfig', 'View']
