@@ -86,7 +86,7 @@ class LiveCell:
         self._redrop(dt)
 
     def _advance_pick(self, dt: float) -> None:
-        st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
+        m, d, idx = self.state.model, self.state.data, self.state.index
         h = m.opt.timestep
         for _ in range(max(1, int(round(dt / h)))):
             q_prev = self.q
@@ -99,7 +99,7 @@ class LiveCell:
             mujoco.mj_step(m, d)
 
     def _advance_sweep(self, dt: float) -> None:
-        st, m, d, idx = self.state, self.state.model, self.state.data, self.state.index
+        m, d, idx = self.state.model, self.state.data, self.state.index
         steps = max(1, int(round(dt / m.opt.timestep)))
         for _ in range(steps):
             delta = self.target - self.q
