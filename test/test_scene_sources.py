@@ -23,7 +23,7 @@ from string_perception.training.train import (TrainConfig, build_model_config, b
 
 TINY = ['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',
         '--model', 'class_embed_dim=16', '--model', 'embed_dim=16']
-SMALL_SIM = sources.sim_config((48, 48), {'max_objects': 3, 'mesh_object_fraction': 0.0})
+SMALL_SIM = sources.sim_config((48, 48), {'max_objects': 3, 'mesh_object_fraction': 0.0, 'min_visible_pixels': 8})
 
 
 def test_scene_source_is_saved_in_the_checkpoint_and_kept_on_resume(tmp_path):
@@ -86,6 +86,7 @@ def test_mix_frames_are_the_sources_own_frames(tmp_path):
         alone = sources.make_dataset('test', 3, name, scene, SMALL_SIM)
         a, b = mix.raw(i), alone.raw(i)
         assert a.seed == b.seed and np.array_equal(a.rgb, b.rgb) and np.array_equal(a.labels, b.labels)
+    assert sum(len(r.labels) for r in mix.cache.samples.values()) > 0
     again = sources.make_dataset('test', 3, 'mix', scene, SMALL_SIM)
     again.build_cache(path=tmp_path / 'mix.npz')                                   # reused, same frames
     assert all(np.array_equal(again.cache.samples[s].depth_mm, mix.cache.samples[s].depth_mm) for s in mix.seeds)
@@ -96,7 +97,8 @@ def test_mix_frames_are_the_sources_own_frames(tmp_path):
 @pytest.mark.slow
 def test_sim_training_and_scenes_evaluation(tmp_path):
     run = tmp_path / 'aloha'
-    assert main(TINY + ['--scenes', 'aloha', '--sim', 'max_objects=3', '--num-train-frames', '4', '--batch-size', '2',
+    assert main(TINY + ['--scenes', 'aloha', '--sim', 'max_objects=3', '--sim', 'min_visible_pixels=8',   # 64x64 frames
+                        '--num-train-frames', '4', '--batch-size', '2',
                         '--steps', '2', '--val-every', '2', '--val-frames', '2', '--warmup-steps', '1',
                         '--assignment', 'dense', '--cache-file', str(tmp_path / 'train.npz'), '--no-progress',
                         '--out', str(run)]) == 0
@@ -113,5 +115,5 @@ def test_sim_training_and_scenes_evaluation(tmp_path):
                           '--out', str(out), '--no-progress']) == 0
     report = json.loads((out / 'metrics.json').read_text())
     assert report['scenes'] == 'kuka' and report['num_frames'] == 2
-    assert report['seeds'] == [2_000_000_000, 2_000_000_002]
+    assert report['seeds'] == [2_000_000_000, 2_000_000_002] and report['num_objects'] > 0
     assert 0.0 <= report['headline']['avg_best_iou_sym'] <= 1.0 and 'ap3d_25_sym' in report['headline']

@@ -1,0 +1,236 @@
+"""Domain transfer between the procedural ray caster and the simulated workcells (issue 21): one model per training
+source, each scored on the held-out test frames of every source.
+
+    python benchmarks/domain_transfer.py run                       # the full table (see Budget), resumable
+    python benchmarks/domain_transfer.py run --steps 20 --train-frames 16 --val-frames 4 --test-frames 4 \\
+        --out runs/domain_smoke --results runs/domain_smoke/domain_transfer.md      # smoke configuration
+    python benchmarks/domain_transfer.py report                    # re-render the markdown from OUT/results.json
+
+``run`` trains ``procedural``, ``aloha``, ``kuka`` and ``mix`` (``string-perception-train --scenes``) with the
+shipped model's recipe (tiny preset, ``--assignment dense --model patch_geometry=true --lr 7e-4``,
+docs/results/detector_recipe.md) and one shared budget (steps, batch, training frames; ``mix`` = the same number
+of frames, a third from each source by seed % 3), then scores each run's ``last.pt`` on ``--test-frames`` held-out
+test frames (seeds ``[2e9, ...)``) of each test source, decoded as in validation (score >= 0.05, class-wise NMS
+0.3, top 50). The table: symmetry-aware average best 3D IoU and AP3D@0.25, rows = trained on, columns = tested on.
+
+One class list for every source: simulated frames are primitive-only (``--sim mesh_object_fraction=0``), so every
+model has the five procedural classes and a cell's numbers compare like with like; the generic mesh class
+``object`` exists only in the simulator and would leave the procedural column without it.
+
+Resumable: training runs continue from ``OUT/train_<source>/last.pt`` (``--resume auto``) and are skipped once
+they reached ``--steps``; a scored cell is kept in ``OUT/cells/<train>_on_<test>.json`` and skipped when its budget
+and checkpoint step match. Frames are rendered once per source into ``OUT/cache`` (spawned workers for the
+simulator; fingerprinted, so a changed simulator or config re-renders).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:       # run as a script from a checkout
+    sys.path.insert(0, str(REPO))
+
+TRAIN_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
+TEST_SOURCES = ('procedural', 'aloha', 'kuka')
+RECIPE = ['--preset', 'tiny', '--assignment', 'dense', '--model', 'patch_geometry=true', '--lr', '7e-4']
+SIM = {'mesh_object_fraction': 0.0}          # primitive-only simulated frames: one class list for all sources
+DECODE = {'score_threshold': 0.05, 'nms_iou': 0.3, 'max_detections': 50}
+METRICS = ('avg_best_iou_sym', 'ap3d_25_sym')
+DEFAULT_RESULTS = REPO / 'docs' / 'results' / 'domain_transfer.md'
+
+
+@dataclass
+class Budget:
+    """Shared by every training source."""
+    steps: int = 2000
+    batch_size: int = 16
+    train_frames: int = 8000       # training seeds [0, n) of the source (mix: a third each)
+    val_frames: int = 64           # validation seeds [1e9, ...) of the same source
+    val_every: int = 500
+    test_frames: int = 200         # test seeds [2e9, ...) of each test source
+
+
+def train_argv(source: str, budget: Budget, out: Path, threads: int, workers: int) -> list[str]:
+    """``string-perception-train`` options of one training source."""
+    sim = [a for k, v in SIM.items() for a in ('--sim', f'{k}={json.dumps(v)}')]
+    return [*RECIPE, '--scenes', source, *sim, '--steps', str(budget.steps), '--batch-size', str(budget.batch_size),
+            '--num-train-frames', str(budget.train_frames), '--val-frames', str(budget.val_frames),
+            '--val-every', str(min(budget.val_every, budget.steps)), '--num-workers', str(workers),
+            '--cache-file', str(out / 'cache' / f'train_{source}_{budget.train_frames}.npz'),
+            '--threads', str(threads), '--out', str(out / f'train_{source}'), '--resume', 'auto', '--no-progress']
+
+
+def trained_step(run: Path) -> int:
+    path = run / 'last.pt'
+    if not path.exists():
+        return 0
+    from string_perception.training.train import load_training_checkpoint
+    return int(load_training_checkpoint(path)['step'])
+
+
+def train_source(source: str, budget: Budget, out: Path, threads: int, workers: int) -> dict[str, Any]:
+    """Train (or resume, or skip) one source's model; returns its command and seconds spent in this call."""
+    from string_perception.training.train import main as train_main
+    argv = train_argv(source, budget, out, threads, workers)
+    run = out / f'train_{source}'
+    spent = run / 'seconds.json'            # training wall time summed over invocations (resumed runs)
+    seconds = json.loads(spent.read_text())['seconds'] if spent.exists() else 0.0
+    if trained_step(run) < budget.steps:
+        print(f'[domain] training on {source}', flush=True)
+        t0 = time.perf_counter()
+        train_main(argv)
+        seconds += time.perf_counter() - t0
+        spent.write_text(json.dumps({'seconds': seconds}) + '\n')
+    else:
+        print(f'[domain] {source}: already trained to step {budget.steps}', flush=True)
+    return {'command': 'string-perception-train ' + shlex.join(argv), 'seconds': seconds}
+
+
+def score_cell(train: str, test: str, budget: Budget, out: Path, workers: int) -> dict[str, Any]:
+    """Headline metrics of ``train``'s ``last.pt`` on ``test``'s held-out frames (kept in OUT/cells)."""
+    from string_perception.evaluation.evaluate import (evaluate_predictions, headline, load_model, predict,
+                                                       source_dataset_for)
+    ckpt_path = out / f'train_{train}' / 'last.pt'
+    path = out / 'cells' / f'{train}_on_{test}.json'
+    key = {'budget': dataclasses.asdict(budget), 'step': trained_step(out / f'train_{train}'), 'decode': DECODE}
+    if path.exists() and (rec := json.loads(path.read_text())).get('key') == key:
+        return rec
+    t0 = time.perf_counter()
+    model, model_cfg, ckpt = load_model(ckpt_path)
+    dataset, _, sim_used, _ = source_dataset_for(model_cfg, ckpt, 'test', budget.test_frames, test, SIM)
+    dataset.build_cache(processes=workers, path=out / 'cache' / f'test_{test}_{budget.test_frames}.npz')
+    t1 = time.perf_counter()
+    res = predict(model, dataset, batch_size=16, decode=DECODE)
+    summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names, breakdown=False)
+    rec = {'train': train, 'test': test, 'key': key, 'checkpoint': str(ckpt_path), 'class_names':
+           list(model_cfg.class_names), 'sim_overrides': sim_used if test != 'procedural' else None,
+           'num_frames': len(dataset), 'num_objects': int(sum(len(g['labels']) for g in res['gts'])),
+           'headline': headline(summary), 'frames_seconds': t1 - t0, 'eval_seconds': time.perf_counter() - t1}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix('.tmp')
+    tmp.write_text(json.dumps(rec, indent=2) + '\n')
+    os.replace(tmp, path)
+    print(f'[domain] {train} -> {test}: ' + ' '.join(f'{m}={rec["headline"][m]:.3f}' for m in METRICS), flush=True)
+    return rec
+
+
+def render(results: dict[str, Any]) -> str:
+    """The markdown page: budget, command, the table (sym avg best IoU / AP3D@0.25 sym), timings."""
+    b = results['budget']
+    tests = results['test_sources']
+    cells = {(c['train'], c['test']): c['headline'] for c in results['cells']}
+
+    def cell(train, test):
+        h = cells.get((train, test))
+        if h is None:
+            return '-'
+        text = f'{h[METRICS[0]]:.3f} / {h[METRICS[1]]:.3f}'
+        return f'**{text}**' if train == test else text
+
+    def mean(train, metric):
+        vals = [cells[(train, t)][metric] for t in tests if (train, t) in cells]
+        return f'{sum(vals) / len(vals):.3f}' if len(vals) == len(tests) else '-'
+
+    lines = ['# Domain transfer: procedural ray caster vs simulated ALOHA / KUKA workcells (issue 21)', '',
+             f"Date {results['date']}; {results['machine']}; 1-min load average {results['load_average']:.1f} at "
+             f"the end.", '',
+             '```bash', results['command'], '```', '',
+             f"Every model: the shipped model's recipe (`{' '.join(RECIPE)}`), {b['steps']} steps x batch "
+             f"{b['batch_size']}, {b['train_frames']} training frames of its source (mix: a third each, by seed % 3), "
+             f"validation on {b['val_frames']} frames of its source; scored at `last.pt` on {b['test_frames']} "
+             'held-out test frames (seeds 2e9 ...) per column, all boxes scoring >= 0.05 after class-wise NMS 0.3. '
+             'Simulated frames are primitive-only (`--sim mesh_object_fraction=0`) so that every model and column '
+             'shares the five procedural classes.', '',
+             'Cells: symmetry-aware average best 3D IoU / AP3D@0.25 (symmetry-aware); rows = trained on, columns = '
+             'tested on; in-domain in bold.', '',
+             '| trained on \\ tested on | ' + ' | '.join(tests) + ' | mean IoU | mean AP |',
+             '| --- |' + ' --- |' * (len(tests) + 2)]
+    for train in results['train_sources']:
+        lines.append(f'| {train} | ' + ' | '.join(cell(train, t) for t in tests)
+                     + f' | {mean(train, METRICS[0])} | {mean(train, METRICS[1])} |')
+    lines += ['', 'Training wall time per source (cache rendering included): '
+              + ', '.join(f"{s} {t['seconds'] / 60:.1f} min" for s, t in results['training'].items())
+              + f"; scoring {sum(c['eval_seconds'] + c['frames_seconds'] for c in results['cells']) / 60:.1f} min "
+              f"(test frames rendered once per source, then cached); wall time of the last invocation "
+              f"{results['wall_seconds'] / 60:.1f} min.",
+              '']
+    return '\n'.join(lines)
+
+
+def collect(out: Path, budget: Budget, trains, tests, training: dict, wall_s: float, command: str) -> dict:
+    import platform
+    cells = [json.loads((out / 'cells' / f'{tr}_on_{te}.json').read_text()) for tr in trains for te in tests
+             if (out / 'cells' / f'{tr}_on_{te}.json').exists()]
+    return {'budget': dataclasses.asdict(budget), 'train_sources': list(trains), 'test_sources': list(tests),
+            'cells': cells, 'training': training, 'wall_seconds': wall_s, 'command': command,
+            'date': time.strftime('%Y-%m-%d'), 'load_average': os.getloadavg()[0],
+            'machine': f'{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), no GPU'}
+
+
+def cmd_run(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(args.steps, args.batch_size, args.train_frames, args.val_frames, args.val_every, args.test_frames)
+    t0 = time.perf_counter()
+    training = {s: train_source(s, budget, out, args.threads, args.workers) for s in args.train_sources}
+    for train in args.train_sources:
+        for test in args.test_sources:
+            score_cell(train, test, budget, out, args.workers)
+    command = 'python benchmarks/domain_transfer.py ' + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    results = collect(out, budget, args.train_sources, args.test_sources, training, time.perf_counter() - t0,
+                      command)
+    (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
+    write_page(results, Path(args.results))
+    return 0
+
+
+def write_page(results: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results))
+    print(f'[domain] wrote {path}', flush=True)
+
+
+def cmd_report(args) -> int:
+    write_page(json.loads((Path(args.out) / 'results.json').read_text()), Path(args.results))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = Budget()
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest='cmd', required=True)
+    run = sub.add_parser('run', help='train every source, score every cell (resumable), write the page')
+    report = sub.add_parser('report', help='re-render the page from OUT/results.json')
+    for q in (run, report):
+        q.add_argument('--out', default='runs/domain_transfer', help='runs, caches, cells and results.json')
+        q.add_argument('--results', default=str(DEFAULT_RESULTS), help='markdown page to write')
+    run.add_argument('--steps', type=int, default=d.steps)
+    run.add_argument('--batch-size', type=int, default=d.batch_size)
+    run.add_argument('--train-frames', type=int, default=d.train_frames, help='per training source')
+    run.add_argument('--val-frames', type=int, default=d.val_frames)
+    run.add_argument('--val-every', type=int, default=d.val_every)
+    run.add_argument('--test-frames', type=int, default=d.test_frames, help='per test source')
+    run.add_argument('--train-sources', nargs='+', default=list(TRAIN_SOURCES), choices=TRAIN_SOURCES)
+    run.add_argument('--test-sources', nargs='+', default=list(TEST_SOURCES), choices=TRAIN_SOURCES)
+    run.add_argument('--threads', type=int, default=2, help='torch CPU threads for training')
+    run.add_argument('--workers', type=int, default=2, help='processes rendering frames into the caches')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    return cmd_run(args) if args.cmd == 'run' else cmd_report(args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
