@@ -3,6 +3,7 @@ RGB-D driver does, for the node, RViz, the recorder and the bag evaluator.
 
     string-perception-sim --cell aloha --rig top --rate 15                 # real time, until Ctrl-C
     string-perception-sim --cell kuka --frames 30 --realtime-factor 0      # 30 frames as fast as it renders
+    string-perception-sim --cell aloha --motion sweep                      # arms sweep instead of picking
 
 Topics (sim/messages.py): /camera/color/image_raw (rgb8), /camera/depth/image_raw (16UC1, registered to colour),
 /camera/color/camera_info, /ground_truth/detections (Detection3DArray, class names as class ids), /clock (the
@@ -38,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help='simulated seconds per wall second (0: as fast as frames render)')
     p.add_argument('--frames', type=int, default=0, help='stop after this many frames (0: no limit)')
     p.add_argument('--duration', type=float, default=0.0, help='stop after this many simulated seconds (0: none)')
-    p.add_argument('--respawn-period', type=float, default=2.0, help='re-drop one object every this many seconds')
+    p.add_argument('--motion', default='pick', choices=('pick', 'sweep'),
+                   help='pick: scripted pick-and-place (an arm carries an object to a free place); sweep: arms move '
+                        'between random collision-free configurations')
+    p.add_argument('--respawn-period', type=float, default=2.0,
+                   help='re-drop one object every this many seconds (0: only objects that fell off)')
     p.add_argument('--reliability', default='reliable', choices=('reliable', 'best_effort'))
     p.add_argument('--wait-for-subscribers', type=int, default=0,
                    help="before the first frame, wait until every topic has this many subscribers")
@@ -65,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cell = LiveCell(SimConfig(cell=args.cell, height=args.height, width=args.width), seed=args.seed,
-                        rig=args.rig, live=LiveConfig(respawn_period_s=args.respawn_period))
+                        rig=args.rig, live=LiveConfig(motion=args.motion, respawn_period_s=args.respawn_period))
     except ValueError as e:
         print(f'string-perception-sim: {e}', file=sys.stderr)
         return 2
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             time.sleep(0.05)
         print(f'{READY_LINE} {args.cell} cell, camera {cell.rig.name}, {args.width}x{args.height} at '
-              f'{args.rate:g} Hz', flush=True)
+              f'{args.rate:g} Hz, arms {args.motion}', flush=True)
         wall0, sim0 = time.monotonic(), cell.time_s
         while (args.frames <= 0 or frames < args.frames) and (
                 args.duration <= 0 or cell.time_s - sim0 < args.duration):
@@ -103,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 pubs[topic].publish(bytes(store.serialize_cdr(msg, TOPIC_TYPES[topic])))
             frames += 1
             if frames % max(1, int(args.rate)) == 1:
-                print(f'frame {frames}: t={view.time_s:.2f} s, {view.frame.num_objects} labelled objects',
+                doing = f', pick: {cell.picker.phase}' if cell.picker is not None else ''
+                print(f'frame {frames}: t={view.time_s:.2f} s, {view.frame.num_objects} labelled objects{doing}',
                       flush=True)
             if args.realtime_factor > 0:
                 ahead = wall0 + (cell.time_s - sim0) / args.realtime_factor - time.monotonic()

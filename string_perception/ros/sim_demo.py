@@ -5,8 +5,9 @@
 Starts the node (its inputs on the sim's camera topics) and the simulated camera as child processes on a private
 ROS_DOMAIN_ID with the loopback-only DDS profile, listens to the node's detections and the sim's ground truth,
 prints one line per frame (boxes, best 3D IoU against the ground truth, latency from the ground truth's arrival,
-published right after the colour image) and the metrics, and writes ``metrics.json`` under ``--out``. Exit status
-0 when the node answered, 1 when it did not, 2 when the node or the sim did not start.
+published right after the colour image) and the metrics, and writes ``metrics.json`` and one annotated frame
+(``frame_<i>.png``: the colour image with the true boxes in green and the node's in red) under ``--out``. Exit
+status 0 when the node answered, 1 when it did not, 2 when the node or the sim did not start.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--cell', default='aloha', choices=('aloha', 'kuka'))
     p.add_argument('--rig', default=None, help='camera position of the cell (default: drawn from the seed)')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--motion', default='pick', choices=('pick', 'sweep'), help='arm motion of the simulated cell')
     p.add_argument('--frames', type=int, default=20)
     p.add_argument('--rate', type=float, default=2.0, help='frames per second (simulated time runs in real time)')
     p.add_argument('--width', type=int, default=320)
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--model', default=None, help='ONNX model (default: the bundled one)')
     p.add_argument('--providers', nargs='+', default=None)
     p.add_argument('--out', default='out/sim_demo')
+    p.add_argument('--annotate-frame', type=int, default=None,
+                   help='index of the frame drawn to frame_<i>.png (default: the answered one with the most boxes)')
     p.add_argument('--domain-id', type=int, default=None)
     p.add_argument('--start-timeout', type=float, default=120.0, help='seconds for the node / the sim to start')
     return p
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      'camera_info': DEFAULT_TOPICS.camera_info})
     camera = [DEFAULT_TOPICS.image, DEFAULT_TOPICS.depth, DEFAULT_TOPICS.camera_info]
     sim_cmd = [sys.executable, '-m', 'string_perception.ros.sim_camera', '--cell', args.cell, '--seed',
-               str(args.seed), '--frames', str(args.frames), '--rate', str(args.rate), '--width', str(args.width),
+               str(args.seed), '--motion', args.motion, '--frames', str(args.frames), '--rate', str(args.rate), '--width', str(args.width),
                '--height', str(args.height), '--wait-for-subscribers', '1', '--wait-topics', *camera, GROUND_TRUTH,
                '--wait-timeout', '120'] + (['--rig', args.rig] if args.rig else [])
     print(f'[sim_demo] {args.cell} cell, model {model}, ROS_DOMAIN_ID {domain} (loopback only), logs in {out}',
@@ -90,7 +94,10 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import CameraInfo, Image
     from vision_msgs.msg import Detection3DArray
+
+    from ..bags.topics import DEFAULT_TOPICS
 
     from ..demo import DetectionListener, _frame_line, _label_list
     from ..evaluation import evaluate as E
@@ -106,6 +113,13 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     node.create_subscription(Detection3DArray, GROUND_TRUTH,
                              lambda m: gt_msgs.__setitem__(stamp_to_ns(m.header.stamp), (m, time.monotonic())),
                              QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+    images: dict[int, object] = {}                                 # stamp -> colour Image (for the drawing)
+    infos: dict[int, object] = {}                                  # stamp -> CameraInfo
+    reliable = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+    node.create_subscription(Image, DEFAULT_TOPICS.image,
+                             lambda m: images.__setitem__(stamp_to_ns(m.header.stamp), m), reliable)
+    node.create_subscription(CameraInfo, DEFAULT_TOPICS.camera_info,
+                             lambda m: infos.__setitem__(stamp_to_ns(m.header.stamp), m), reliable)
     listener = DetectionListener(node)
     spin = threading.Thread(target=executor.spin, daemon=True)
     spin.start()
@@ -137,7 +151,8 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
         gt = detections_from_msg(gts[stamp][0], labels)
         latency_ms = (t_recv - gts[stamp][1]) * 1e3
         print(_frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
-        per_frame.append({'index': i, 'stamp_ns': stamp, 'boxes': len(pred['scores']), 'latency_ms': latency_ms})
+        per_frame.append({'index': i, 'stamp_ns': stamp, 'boxes': len(pred['scores']), 'true_boxes': len(gt['labels']),
+                          'latency_ms': latency_ms})
         preds.append({k: pred[k] for k in ('params', 'labels', 'scores')})
         truths.append({k: gt[k] for k in ('params', 'labels')})
     if not per_frame:
@@ -146,11 +161,36 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     summary = E.evaluate_predictions(preds, truths, labels)
     head = ', '.join(f'{k} {v:.3f}' for k, v in E.headline(summary).items())
     print(f'{len(per_frame)} of {len(gts)} frames answered: {head}', flush=True)
-    report = {'cell': args.cell, 'frames': len(gts), 'answered': len(per_frame), 'labels': labels,
-              'headline': E.headline(summary), 'metrics': summary, 'per_frame': per_frame}
+    image = _annotate(args.annotate_frame, out, per_frame, preds, truths, images, infos, labels)
+    report = {'cell': args.cell, 'motion': args.motion, 'frames': len(gts), 'answered': len(per_frame),
+              'labels': labels, 'headline': E.headline(summary), 'metrics': summary, 'per_frame': per_frame,
+              'image': None if image is None else image.name}
     (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
-    print(f'[sim_demo] wrote {out / "metrics.json"}', flush=True)
+    print(f'[sim_demo] wrote {out / "metrics.json"}' + (f' and {image}' if image else ''), flush=True)
     return 0
+
+
+def _annotate(index, out: Path, per_frame: list[dict], preds: list[dict], truths: list[dict], images: dict,
+              infos: dict, labels: list[str]) -> Path | None:
+    """One answered frame (`index`, else the one with the most true + predicted boxes) drawn with the true boxes
+    (green) and the node's (red) at the image's own size -> frame_<i>.png; None when its image did not arrive."""
+    import cv2
+
+    from ..evaluation import evaluate as E
+    from .image_conversion import convert_encoding, imgmsg_to_array
+    from .messages import camera_info_to_k
+    rows = [(f, p, t) for f, p, t in zip(per_frame, preds, truths) if f['stamp_ns'] in images
+            and f['stamp_ns'] in infos and (index is None or f['index'] == index)]
+    if not rows:
+        return None
+    frame, pred, truth = max(rows, key=lambda r: (r[0]['boxes'] + r[0]['true_boxes'], -r[0]['index']))
+    msg = images[frame['stamp_ns']]
+    rgb = convert_encoding(imgmsg_to_array(msg), msg.encoding, 'rgb8')             # [H,W,3]
+    K, _ = camera_info_to_k(infos[frame['stamp_ns']])
+    drawn = E.annotate_frame(rgb, K, pred, truth, labels, 0.0, scale=1)
+    path = out / f'frame_{frame["index"]}.png'
+    cv2.imwrite(str(path), cv2.cvtColor(drawn, cv2.COLOR_RGB2BGR))
+    return path
 
 
 if __name__ == '__main__':
