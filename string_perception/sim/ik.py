@@ -30,6 +30,18 @@ def rotation_error(R_goal: np.ndarray, R: np.ndarray) -> np.ndarray:
     return vel
 
 
+def interpolate_rotation(R_start: np.ndarray, R_goal: np.ndarray, s: float) -> np.ndarray:
+    """The rotation [3,3] a fraction s in [0, 1] of the way from R_start to R_goal (about one fixed axis)."""
+    v = rotation_error(R_goal, R_start)                                            # [3] world frame
+    angle = float(np.linalg.norm(v))
+    if angle < 1e-12:
+        return R_goal.copy()
+    quat, R = np.zeros(4), np.zeros(9)
+    mujoco.mju_axisAngle2Quat(quat, v / angle, s * angle)
+    mujoco.mju_quat2Mat(R, quat)
+    return R.reshape(3, 3) @ R_start
+
+
 def ik_step(model: mujoco.MjModel, data: mujoco.MjData, tool: Tool, qpos_adr: np.ndarray, dof_adr: np.ndarray,
             q_range: np.ndarray, p_goal: np.ndarray, R_goal: np.ndarray, max_step: float,
             damping: float = 0.03, rot_weight: float = 0.3) -> np.ndarray:
@@ -62,4 +74,21 @@ def ik_step(model: mujoco.MjModel, data: mujoco.MjData, tool: Tool, qpos_adr: np
     return np.clip(q + dq, q_range[:, 0], q_range[:, 1])
 
 
-__all__ = ['Tool', 'ik_step', 'rotation_error', 'tool_pose']
+def solve_ik(model: mujoco.MjModel, scratch: mujoco.MjData, tool: Tool, qpos_adr: np.ndarray, dof_adr: np.ndarray,
+             q_range: np.ndarray, p_goal: np.ndarray, R_goal: np.ndarray, q_seed: np.ndarray, iterations: int = 150,
+             tolerance_m: float = 0.002, tolerance_rad: float = 0.02) -> np.ndarray | None:
+    """Joint positions [n] putting the tool at (p_goal, R_goal), iterating ik_step from q_seed [n] on `scratch`
+    (an MjData holding the cell's current state elsewhere), or None when it does not converge."""
+    scratch.qpos[qpos_adr] = q_seed
+    for _ in range(iterations):
+        mujoco.mj_kinematics(model, scratch)
+        p, R = tool_pose(scratch, tool)
+        if np.linalg.norm(p_goal - p) < tolerance_m and np.linalg.norm(rotation_error(R_goal, R)) < tolerance_rad:
+            return scratch.qpos[qpos_adr].copy()
+        mujoco.mj_comPos(model, scratch)
+        scratch.qpos[qpos_adr] = ik_step(model, scratch, tool, qpos_adr, dof_adr, q_range, p_goal, R_goal, 0.2,
+                                         damping=0.01)
+    return None
+
+
+__all__ = ['Tool', 'ik_step', 'interpolate_rotation', 'rotation_error', 'solve_ik', 'tool_pose']

@@ -58,6 +58,7 @@ class LiveCell:
         self.target = self.q.copy()
         self.next_respawn = live.respawn_period_s
         self.respawned = 0
+        self.unstable_steps = 0           # physics steps MuJoCo found unstable (undone, see _step_physics)
         m = st.model
         self.static_geom = (m.geom_bodyid == 0) | np.isin(m.geom_bodyid, [m.body(n).id for n in ('table', 'tray')
                                                                             if _has_body(m, n)])
@@ -96,7 +97,27 @@ class LiveCell:
             d.qvel[idx.arm_dof] = self.qdot
             mujoco.mj_kinematics(m, d)
             self.picker.impose_attached(h)
-            mujoco.mj_step(m, d)
+            self._step_physics()
+
+    def _step_physics(self) -> None:
+        """mj_step; where MuJoCo finds the step unstable (it then resets the whole state) the state before it is
+        put back with the objects at rest, and objects deep in something are dropped again."""
+        m, d, idx = self.state.model, self.state.data, self.state.index
+        warning = d.warning[mujoco.mjtWarning.mjWARN_BADQACC]
+        count, qpos, qvel, time_s = warning.number, d.qpos.copy(), d.qvel.copy(), d.time
+        mujoco.mj_step(m, d)
+        if warning.number == count:
+            return
+        self.unstable_steps += 1
+        d.qpos[:], d.qvel[:], d.time = qpos, qvel, time_s
+        for a in idx.obj_dof:
+            d.qvel[a:a + 6] = 0.0
+        mujoco.mj_forward(m, d)
+        carried = self.picker.obj if self.picker is not None and self.picker.attached else -1
+        deep = {int(idx.geom_obj[g]) for c in d.contact[:d.ncon] if c.dist < -0.005 for g in (c.geom1, c.geom2)}
+        for o in sorted(deep - {-1, carried}):
+            drop_object(self.rng, m, d, idx, o, self.state.cell.drop_center, self.state.cell.drop_half,
+                        self.state.cell.support_z + 0.1)
 
     def _advance_sweep(self, dt: float) -> None:
         m, d, idx = self.state.model, self.state.data, self.state.index
@@ -113,7 +134,7 @@ class LiveCell:
             self.qdot = (self.q - q_prev) / m.opt.timestep
             d.qpos[idx.arm_qpos] = self.q
             d.qvel[idx.arm_dof] = self.qdot
-            mujoco.mj_step(m, d)
+            self._step_physics()
             arm_vs_static = [c for c in d.contact[:d.ncon] if c.dist < -0.005 and (
                 (idx.arm_geom[c.geom1] and self.static_geom[c.geom2]) or
                 (idx.arm_geom[c.geom2] and self.static_geom[c.geom1]))]
