@@ -36,7 +36,7 @@ def test_sim_demo_end_to_end(tmp_path, model_path):
                            'image'}
     assert report['cell'] == 'aloha' and report['motion'] == 'pick' and report['frames'] == FRAMES
     assert 1 <= report['answered'] == len(report['per_frame']) <= FRAMES
-    assert report['answered'] >= FRAMES - 1                         # one frame per 2 s: only the first may miss discovery
+    assert report['answered'] >= FRAMES - 1               # one frame per 2 s: only the first may miss discovery
     assert set(report['headline']) >= {'avg_best_iou', 'ap3d_25', 'ap3d_50'}
     assert all(f['true_boxes'] > 0 for f in report['per_frame'])   # the cell's objects are labelled
     image = cv2.imread(str(out / report['image']))
