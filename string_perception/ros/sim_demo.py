@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     sim_cmd = [sys.executable, '-m', 'string_perception.ros.sim_camera', '--cell', args.cell, '--seed',
                str(args.seed), '--motion', args.motion, '--frames', str(args.frames), '--rate', str(args.rate),
                '--width', str(args.width), '--height', str(args.height), '--wait-for-subscribers', '1',
-               '--wait-topics', *camera, GROUND_TRUTH, '--wait-timeout', '120'] + (['--rig', args.rig] if args.rig else [])
+               '--wait-topics', *camera, GROUND_TRUTH, '--wait-timeout', '120']
+    sim_cmd += ['--rig', args.rig] if args.rig else []
     print(f'[sim_demo] {args.cell} cell, model {model}, ROS_DOMAIN_ID {domain} (loopback only), logs in {out}',
           flush=True)
     node_proc = ChildProcess('node', cmd, env, out / 'node.log')
