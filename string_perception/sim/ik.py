@@ -1,5 +1,6 @@
-"""Resolved-rate inverse kinematics: one damped-least-squares joint step that moves a tool frame towards a goal
-pose, from MuJoCo's Jacobians (`mj_jac`) over a subset of the arm's joints, joint limits respected."""
+"""Inverse kinematics from MuJoCo's Jacobians (`mj_jac`) over a subset of an arm's joints, joint limits respected:
+one damped-least-squares joint step towards a tool goal pose (resolved rate, `ik_step`) and a solution found by
+iterating it on a scratch MjData (`solve_ik`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,18 +29,6 @@ def rotation_error(R_goal: np.ndarray, R: np.ndarray) -> np.ndarray:
     mujoco.mju_mat2Quat(quat, (R_goal @ R.T).ravel())
     mujoco.mju_quat2Vel(vel, quat, 1.0)
     return vel
-
-
-def interpolate_rotation(R_start: np.ndarray, R_goal: np.ndarray, s: float) -> np.ndarray:
-    """The rotation [3,3] a fraction s in [0, 1] of the way from R_start to R_goal (about one fixed axis)."""
-    v = rotation_error(R_goal, R_start)                                            # [3] world frame
-    angle = float(np.linalg.norm(v))
-    if angle < 1e-12:
-        return R_goal.copy()
-    quat, R = np.zeros(4), np.zeros(9)
-    mujoco.mju_axisAngle2Quat(quat, v / angle, s * angle)
-    mujoco.mju_quat2Mat(R, quat)
-    return R.reshape(3, 3) @ R_start
 
 
 def ik_step(model: mujoco.MjModel, data: mujoco.MjData, tool: Tool, qpos_adr: np.ndarray, dof_adr: np.ndarray,
@@ -91,4 +80,4 @@ def solve_ik(model: mujoco.MjModel, scratch: mujoco.MjData, tool: Tool, qpos_adr
     return None
 
 
-__all__ = ['Tool', 'ik_step', 'interpolate_rotation', 'rotation_error', 'solve_ik', 'tool_pose']
+__all__ = ['Tool', 'ik_step', 'rotation_error', 'solve_ik', 'tool_pose']
