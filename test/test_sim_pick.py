@@ -130,3 +130,11 @@ def test_pick_runs_are_deterministic_per_seed():
 def test_unknown_motion_is_rejected():
     with pytest.raises(ValueError, match='motion'):
         LiveConfig(motion='dance')
+
+
+def test_sweep_motion_moves_the_arms_without_picking():
+    cfg = SimConfig.noise_free(cell='kuka', height=24, width=32)
+    live = LiveCell(cfg, seed=1, live=LiveConfig(motion='sweep', respawn_period_s=0.0))
+    q0 = live.q.copy()
+    live.advance(0.5)
+    assert live.picker is None and np.abs(live.q - q0).max() > 0.05    # 0.5 rad/s for 0.5 s on the largest joint
