@@ -105,6 +105,179 @@ def test_node_command_is_ros_args():
     assert cmd[-2:] == ['-r', 'image:=/cam/rgb']
 
 
+def test_tracker_config_carries_every_tracking_parameter():
+    from string_perception.runtime.tracking import TrackerConfig
+    cfg = P.validate_all({'track_birth_hits': 2, 'track_death_misses': 4, 'track_max_gap': 9,
+                          'track_association': 'iou', 'track_max_distance': 0.5, 'track_min_iou': 0.2,
+                          'track_max_tracks': 7}, tf2=False)
+    assert P.tracker_config(cfg) == TrackerConfig(birth_hits=2, death_misses=4, max_gap=9, association='iou',
+                                                  max_distance_m=0.5, min_iou=0.2, max_tracks=7)
+    assert P.tracker_config({**cfg, 'tracking': False}) is None
+
+
+def test_score_threshold_zero_is_a_threshold_not_the_model_default():
+    class Meta:
+        score_threshold = 0.42
+    assert P.effective_score_threshold(0.0, Meta()) == 0.0
+    assert P.effective_score_threshold(-1.0, None) == P.DEFAULT_SCORE_THRESHOLD == 0.3
+
+
+def test_range_text_and_choices_in_messages():
+    assert P.SPECS['image_transport'].range_text() == 'one of raw, compressed'
+    assert P.SPECS['nms_iou'].range_text() == '[0.01, 1.0]'
+    assert P.SPECS['model_path'].range_text() == ''
+    with pytest.raises(ValueError) as e:
+        P.validate('image_transport', 'theora')
+    assert str(e.value) == "image_transport: 'theora' is not one of raw, compressed"
+
+
+def test_defaults_are_a_fresh_copy():
+    d = P.defaults()
+    d['providers'].append('CPUExecutionProvider')
+    assert P.defaults()['providers'] == ['auto'] and P.SPECS['providers'].default == ['auto']
+
+
+def test_qos_parameters_of_one_input():
+    assert P._qos_params('x') == (
+        P.ParamSpec('x_qos_reliability', 'string', 'best_effort',
+                    'QoS reliability of the x subscription (sensor data: best_effort)',
+                    choices=('best_effort', 'reliable')),
+        P.ParamSpec('x_qos_depth', 'int', 5, 'QoS history depth of the x subscription', 1, 100))
+    for inp in ('image', 'depth', 'camera_info'):
+        assert tuple(P.SPECS[f'{inp}_qos_{k}'] for k in ('reliability', 'depth')) == P._qos_params(inp)
+
+
+def test_tf2_available_follows_the_import(monkeypatch):
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, 'tf2_ros', None)             # import raises ImportError
+    assert P.tf2_available() is False
+    monkeypatch.setitem(sys.modules, 'tf2_ros', types.ModuleType('tf2_ros'))
+    assert P.tf2_available() is True
+
+
+def test_trt_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv('HOME', str(tmp_path))
+    monkeypatch.setenv('XDG_CACHE_HOME', '/x/cache')
+    assert P.trt_cache_dir('') == Path('/x/cache/string_perception/tensorrt')
+    assert P.trt_cache_dir('/abs/engines') == Path('/abs/engines')
+    assert P.trt_cache_dir('~/engines') == tmp_path / 'engines'
+    monkeypatch.setenv('XDG_CACHE_HOME', '')                       # empty: as if unset
+    assert P.trt_cache_dir('') == tmp_path / '.cache' / 'string_perception' / 'tensorrt'
+    monkeypatch.delenv('XDG_CACHE_HOME')
+    assert P.trt_cache_dir('') == tmp_path / '.cache' / 'string_perception' / 'tensorrt'
+
+
+def test_model_options(monkeypatch):
+    monkeypatch.setenv('XDG_CACHE_HOME', '/x/cache')
+    trt_cpu = ('TensorrtExecutionProvider', 'CPUExecutionProvider')
+    cfg = P.validate_all({'device_id': 3, 'trt_fp16': True}, tf2=False)            # providers: [auto]
+    assert P.model_options(cfg, lambda: list(trt_cpu)) == {
+        'providers': trt_cpu, 'device_id': 3, 'trt_fp16': True,
+        'trt_engine_cache_path': Path('/x/cache/string_perception/tensorrt')}
+    opts = P.model_options({**cfg, 'trt_engine_cache_path': '/e'}, lambda: trt_cpu)
+    assert opts['trt_engine_cache_path'] == Path('/e') and type(opts['trt_fp16']) is bool
+
+    def never():
+        raise AssertionError('auto providers asked for although providers are explicit')
+    cuda_cpu = ['CUDAExecutionProvider', 'CPUExecutionProvider']
+    cfg = P.validate_all({'providers': cuda_cpu}, tf2=False)
+    assert P.model_options(cfg, never) == {'providers': tuple(cuda_cpu), 'device_id': 0, 'trt_fp16': False,
+                                           'trt_engine_cache_path': None}                # no TensorRT: no folder
+    assert P.model_options({**cfg, 'trt_fp16': 0}, never)['trt_fp16'] is False
+
+
+def test_default_yaml_is_exactly_what_render_yaml_writes():
+    # the text, not only the parsed values: comments with ranges / choices, lower-case YAML booleans, header
+    assert (REPO / 'config' / 'default.yaml').read_text() == P.render_yaml()
+    lines = P.render_yaml('/cam').splitlines()
+    assert lines[:4] == ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
+                         '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
+                         '/cam:', '  ros__parameters:']
+    i = lines.index('    nms_iou: 0.3')
+    assert lines[i - 1] == '    # class-wise 3D NMS IoU threshold (1 disables NMS) ([0.01, 1.0])'
+    i = lines.index('    image_transport: "raw"')
+    assert lines[i - 2:i] == ['    # colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
+                              '    # one of raw, compressed']
+    i = lines.index('    model_path: ""')
+    assert lines[i - 2] == '    autostart: true' and lines[i - 1].startswith('    # ONNX model file')
+    assert '    trt_fp16: false' in lines
+
+
+def test_score_threshold_zero_and_provider_rules():
+    assert P.validate('score_threshold', 0) == 0.0 and P.validate('score_threshold', -1) == -1.0
+    assert P.validate('providers', ('CUDAExecutionProvider', 'CPUExecutionProvider')) == \
+        ['CUDAExecutionProvider', 'CPUExecutionProvider']
+    assert P.validate('providers', ['auto']) == ['auto']
+    for value, message in [([], 'providers must name at least one execution provider'),
+                           (['auto', 'CPUExecutionProvider'],
+                            "providers: 'auto' stands alone (got ['auto', 'CPUExecutionProvider'])")]:
+        with pytest.raises(ValueError) as e:
+            P.validate('providers', value)
+        assert str(e.value) == message
+
+
+def test_target_frame_asks_tf2_available_when_not_told(monkeypatch):
+    import sys
+    import types
+    monkeypatch.setitem(sys.modules, 'tf2_ros', types.ModuleType('tf2_ros'))
+    assert P.validate('target_frame', 'base_link') == 'base_link'
+    monkeypatch.setitem(sys.modules, 'tf2_ros', None)
+    with pytest.raises(ValueError) as e:
+        P.validate('target_frame', 'base_link')
+    assert str(e.value) == ("target_frame 'base_link' needs tf2_ros, which is not importable here (PyPI set-up); "
+                            'leave target_frame empty to publish boxes in the colour image frame')
+    # an explicit tf2= is passed on by validate_all and check_updates (tf2_ros is not importable now)
+    assert P.validate_all({'target_frame': 'base_link'}, tf2=True)['target_frame'] == 'base_link'
+    assert P.check_updates([('target_frame', 'base_link')], tf2=True) == (True, '')
+
+
+def test_validate_all_and_check_updates_messages():
+    with pytest.raises(ValueError) as e:
+        P.validate_all({'nms_iou': 2.0, 'max_detections': -3}, tf2=False)
+    assert str(e.value) == ('invalid parameters: nms_iou must be in [0.01, 1.0], got 2.0; '
+                            'max_detections must be in [0, 1000], got -3')
+    # a foreign parameter first does not stop the check of ours
+    assert P.check_updates([('use_sim_time', True), ('nms_iou', 7.0), ('max_detections', -1)], tf2=False) == \
+        (False, 'nms_iou must be in [0.01, 1.0], got 7.0; max_detections must be in [0, 1000], got -1')
+
+
+def test_descriptors_of_every_kind():
+    from rcl_interfaces.msg import ParameterType
+    d = P._descriptor(P.SPECS['nms_iou'])                        # live double
+    assert d.name == 'nms_iou' and d.additional_constraints == ''
+    assert (d.floating_point_range[0].step, len(d.integer_range)) == (0.0, 0)
+    d = P._descriptor(P.SPECS['sync_queue_size'])                # int, applies at configure
+    assert d.type == ParameterType.PARAMETER_INTEGER and d.additional_constraints == 'applies at configure'
+    assert (d.integer_range[0].from_value, d.integer_range[0].to_value, d.integer_range[0].step) == (1, 1000, 0)
+    assert len(d.floating_point_range) == 0
+    d = P._descriptor(P.SPECS['image_transport'])                # string with choices
+    assert d.type == ParameterType.PARAMETER_STRING
+    assert d.additional_constraints == 'one of raw, compressed; applies at configure'
+    assert P._descriptor(P.SPECS['autostart']).type == ParameterType.PARAMETER_BOOL
+    assert P._descriptor(P.SPECS['providers']).type == ParameterType.PARAMETER_STRING_ARRAY
+    # a double without a range gets none
+    d = P._descriptor(P.ParamSpec('x', 'double', 0.5, 'a number', live=True))
+    assert d.type == ParameterType.PARAMETER_DOUBLE and len(d.floating_point_range) == 0
+
+
+def test_declare_all_and_read_all_on_a_stand_in_node():
+    import types
+
+    class Node:
+        def declare_parameters(self, namespace, parameters):
+            self.declared = (namespace, parameters)
+
+        def get_parameter(self, name):
+            return types.SimpleNamespace(value=f'value of {name}')
+    node = Node()
+    P.declare_all(node)
+    namespace, declared = node.declared
+    assert namespace == '' and [(n, v) for n, v, _ in declared] == [(p.name, p.default) for p in P.PARAMS]
+    assert [d.name for _, _, d in declared] == [p.name for p in P.PARAMS]
+    assert P.read_all(node) == {p.name: f'value of {p.name}' for p in P.PARAMS}
+
+
 # ---------------------------------------------------------------------------------------- real node processes
 from ros_helpers import ros_skip_reason  # noqa: E402
 
