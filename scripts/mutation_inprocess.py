@@ -33,7 +33,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / 'scripts'))
+sys.path[:0] = [str(REPO), str(REPO / 'scripts')]     # this tree's package, also in a copy of the repository
 from mutation_test import MODULES, SLOW_TESTS  # noqa: E402
 
 
