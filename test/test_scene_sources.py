@@ -79,7 +79,7 @@ def test_cache_fingerprints_differ_between_sources():
 def test_mix_frames_are_the_sources_own_frames(tmp_path):
     scene = SceneConfig(height=48, width=48)
     mix = sources.make_dataset('test', 3, 'mix', scene, SMALL_SIM)
-    mix.build_cache(path=tmp_path / 'mix.npz')
+    mix.build_cache(processes=2, path=tmp_path / 'mix.npz')                      # one pool of spawned workers
     assert len(mix.cache) == 3
     for i, name in enumerate(sources.MIX_ORDER[2:] + sources.MIX_ORDER[:2]):        # 2e9 % 3 == 2: kuka first
         assert mix.source(i) == name

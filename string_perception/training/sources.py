@@ -32,7 +32,6 @@ from string_perception.training.data import (FrameCache, RawSample, SceneDataset
 
 SCENE_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
 MIX_ORDER = ('procedural', 'aloha', 'kuka')
-SIM_CELLS = ('aloha', 'kuka')
 
 
 def check_scenes(scenes: str) -> str:
@@ -75,6 +74,16 @@ def class_names_for(scenes: str, sim_overrides: Mapping[str, Any] | None = None)
     return tuple(CLASS_NAMES)
 
 
+def _generate_source(job) -> RawSample:
+    """FrameCache.build worker: the frame of ``(seed, (scenes, scene_config, sim_cfg))`` from its source."""
+    seed, (scenes, scene_config, sim_cfg) = job
+    source = source_of(scenes, seed)
+    if source == 'procedural':
+        return _generate_raw((seed, scene_config))
+    from string_perception.sim.cache import _generate_raw as generate_sim
+    return generate_sim((seed, sim_cfg.replace(cell=source)))
+
+
 class SourceDataset(SceneDataset):
     """:class:`~.data.SceneDataset` over simulated (or mixed) frames: item ``i`` is the frame of seed
     ``split base + offset + i`` rendered by ``source_of(scenes, seed)``. Uncached frames are rendered in this
@@ -90,19 +99,11 @@ class SourceDataset(SceneDataset):
     def source(self, index: int) -> str:
         return source_of(self.scenes, self.seeds[index])
 
-    def _job(self, seed: int):
-        source = source_of(self.scenes, seed)
-        if source == 'procedural':
-            return _generate_raw, self.scene_config
-        from string_perception.sim.cache import _generate_raw as generate_sim
-        return generate_sim, self.sim_cfg.replace(cell=source)
-
     def raw(self, index: int) -> RawSample:
         seed = self.seeds[index]
         if self.cache is not None and seed in self.cache:
             return self.cache.samples[seed]
-        generate, config = self._job(seed)
-        return generate((seed, config))
+        return _generate_source((seed, (self.scenes, self.scene_config, self.sim_cfg)))
 
     def parts(self, seeds: Sequence[int]) -> dict[str, list[int]]:
         """``seeds`` grouped by the source that renders them (in MIX_ORDER)."""
@@ -120,9 +121,8 @@ class SourceDataset(SceneDataset):
 
     def build_cache(self, indices: Sequence[int] | None = None, processes: int = 1, progress: bool = False,
                     path: str | Path | None = None) -> FrameCache:
-        """Render and keep the frames at ``indices`` (default: all): procedural ones in forked workers, simulated
-        ones in spawned workers. With ``path``, reuse that file when its fingerprint matches, else write it."""
-        from string_perception.sim.cache import build_sim_cache
+        """Render and keep the frames at ``indices`` (default: all) across ``processes`` spawned workers (one pool
+        for every source of a mix). With ``path``, reuse that file when its fingerprint matches, else write it."""
         indices = range(len(self)) if indices is None else indices
         seeds = [self.seeds[i] for i in indices]
         fingerprint = self.fingerprint(seeds)
@@ -131,14 +131,9 @@ class SourceDataset(SceneDataset):
             if cache is not None and all(s in cache for s in seeds):
                 self.cache = cache
                 return cache
-        samples: dict[int, RawSample] = {}
-        for source, part in self.parts(seeds).items():
-            if source == 'procedural':
-                built = FrameCache.build(part, self.scene_config, processes, progress, desc=f'{self.split} frames')
-            else:
-                built = build_sim_cache(part, self.sim_cfg.replace(cell=source), processes, progress)
-            samples.update(built.samples)
-        self.cache = FrameCache(samples)
+        self.cache = FrameCache.build(seeds, (self.scenes, self.scene_config, self.sim_cfg), processes, progress,
+                                      desc=f'{self.split} {self.scenes} frames', generate=_generate_source,
+                                      start_method='spawn')
         if path is not None:
             self.cache.save(path, fingerprint)
         return self.cache
@@ -153,5 +148,5 @@ def make_dataset(split: str, num_frames: int, scenes: str = 'procedural', scene_
     return SourceDataset(split, num_frames, scenes, scene_config, sim_cfg, offset, cache, canonical_targets)
 
 
-__all__ = ['SCENE_SOURCES', 'MIX_ORDER', 'SIM_CELLS', 'check_scenes', 'source_of', 'uses_sim', 'sim_config',
+__all__ = ['SCENE_SOURCES', 'MIX_ORDER', 'check_scenes', 'source_of', 'uses_sim', 'sim_config',
            'sim_has_objects', 'class_names_for', 'SourceDataset', 'make_dataset']
