@@ -112,7 +112,9 @@ class MutationLoop:
         signal.signal(signal.SIGALRM, _on_alarm)
         status_of: dict[str, list[str]] = {}
         survivors = []
-        for label, m in mutants:
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        progress = open(self.out.with_suffix('.progress'), 'w')     # one line per mutant: a cut-short run says
+        for label, m in mutants:                                    # how far it got
             mutated = module.deep_replace(m.original_node, m.mutated_node).code
             ns = {'__name__': modname, '__package__': modname.rpartition('.')[0]}
             exec(compile(mutated, str(self.source), 'exec'), ns)
@@ -136,12 +138,14 @@ class MutationLoop:
                 for k in patched:
                     live[k].__code__, live[k].__defaults__, live[k].__kwdefaults__ = original[k]
             status_of.setdefault(status, []).append(label)
+            progress.write(f'{label} {status}\n')
+            progress.flush()
             if status == 'survived':
                 diff = [x.strip() for x in difflib.unified_diff(lines, mutated.splitlines(), lineterm='', n=0)
                         if x[:1] in '+-' and x[:3] not in ('---', '+++')]
                 survivors.append(f'{label}:\n    ' + '\n    '.join(diff))
+        progress.close()
         counts = ', '.join(f'{k} {len(v)}' for k, v in sorted(status_of.items()))
-        self.out.parent.mkdir(parents=True, exist_ok=True)
         self.out.write_text(f'# {self.source.relative_to(REPO)}: {len(mutants)} mutants: {counts}\n'
                             + '\n'.join(survivors) + '\n')
         print(f'[inprocess] {self.name}: {len(mutants)} mutants: {counts}; survivors in {self.out}', flush=True)
