@@ -34,7 +34,7 @@ SCRIPT = textwrap.dedent('''
     def sinks():
         pp = node.pipeline.params
         return {'pipeline': {k: pp[k] for k in ('score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k',
-                                                'max_depth_m')},
+                                                'max_depth_m', 'nms_class_agnostic', 'multi_label')},
                 'marker_alpha': node.markers.alpha,
                 'gate': [node._gate.max_future_s, node._gate.reset_jump_s], 'watch': node._watch.timeout_s,
                 'cfg': {k: node.cfg[k] for k in list(live) + list(not_live)},
@@ -118,7 +118,8 @@ def test_every_live_parameter_reaches_its_sink_while_active(tmp_path, model_path
     v = LIVE_VALUES
     assert after['pipeline'] == {'score_threshold': v['score_threshold'], 'nms_iou': v['nms_iou'],
                                  'max_detections': v['max_detections'], 'pre_nms_top_k': v['pre_nms_top_k'],
-                                 'max_depth_m': v['max_depth_m']}
+                                 'max_depth_m': v['max_depth_m'], 'nms_class_agnostic': True, 'multi_label': True}
+    assert before['pipeline']['nms_class_agnostic'] is False and before['pipeline']['multi_label'] is False
     assert after['marker_alpha'] == v['marker_alpha']
     assert after['gate'] == [v['max_stamp_future'], v['stamp_reset_jump']]
     assert after['watch'] == v['input_timeout']

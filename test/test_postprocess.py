@@ -96,6 +96,39 @@ def test_class_agnostic_nms_also_suppresses_other_classes():
     assert d.class_names == ['cylinder', 'sphere']                     # each kept box keeps its own class
 
 
+def test_multi_label_gives_one_candidate_per_passing_class():
+    """Token 0 names cube 0.8 and cylinder 0.6; token 1 (far away) names sphere 0.7 and cube 0.2 (below 0.3)."""
+    b = _rows(_separated(2))
+    lg = np.full((2, 3), -10.0, np.float32)
+    lg[0, 0], lg[0, 1] = np.log(0.8 / 0.2), np.log(0.6 / 0.4)
+    lg[1, 2], lg[1, 0] = np.log(0.7 / 0.3), np.log(0.2 / 0.8)
+    single = decode_detections(b, lg, LABELS, score_threshold=0.3)
+    assert single.class_names == ['cube', 'sphere'] and single.token_indices.tolist() == [0, 1]
+    d = decode_detections(b, lg, LABELS, score_threshold=0.3, multi_label=True)
+    assert d.class_names == ['cube', 'sphere', 'cylinder']            # by score: 0.8, 0.7, 0.6
+    assert d.token_indices.tolist() == [0, 1, 0]
+    np.testing.assert_allclose(d.scores, [0.8, 0.7, 0.6], rtol=1e-6)
+    np.testing.assert_array_equal(d.translations[2], d.translations[0])   # same geometry, another class
+    np.testing.assert_array_equal(d.sizes[2], d.sizes[0])
+    # the two classes of one token never suppress each other class-wise; class-agnostic NMS keeps the best only
+    assert decode_detections(b, lg, LABELS, score_threshold=0.3, multi_label=True,
+                             class_agnostic=True).class_names == ['cube', 'sphere']
+    # equal scores: token index first, then class
+    tie = np.full((2, 3), -10.0, np.float32)
+    tie[1, 0] = tie[1, 2] = tie[0, 1] = 1.0
+    assert [(int(t), c) for t, c in zip(decode_detections(b, tie, LABELS, multi_label=True).token_indices,
+                                        decode_detections(b, tie, LABELS, multi_label=True).class_ids)] == \
+        [(0, 1), (1, 0), (1, 2)]
+    # pre_nms_top_k and max_detections count (token, class) candidates
+    assert len(decode_detections(b, lg, LABELS, score_threshold=0.3, multi_label=True, pre_nms_top_k=2)) == 2
+    assert len(decode_detections(b, lg, LABELS, score_threshold=0.3, multi_label=True, max_detections=1)) == 1
+    # a non-finite token gives no candidate of any class
+    b_nan = b.copy()
+    b_nan[0, 0] = np.nan
+    d = decode_detections(b_nan, lg, LABELS, score_threshold=0.3, multi_label=True)
+    assert d.class_names == ['sphere'] and d.num_non_finite == 1
+
+
 def test_nms_many_duplicates_is_fast_enough():
     rng = np.random.default_rng(0)
     n = 200

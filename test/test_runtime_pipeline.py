@@ -139,13 +139,13 @@ def test_set_params(model_path):
         Pipeline(model_path, CPU_ONLY, max_detections=-1)
 
 
-def test_class_agnostic_nms_reaches_decoding(model_path, monkeypatch):
+def test_class_agnostic_nms_and_multi_label_reach_decoding(model_path, monkeypatch):
     import string_perception.runtime.pipeline as pipeline_module
     seen = []
     real = pipeline_module.decode_detections
 
     def spy(*args, **kwargs):
-        seen.append(kwargs['class_agnostic'])
+        seen.append((kwargs['class_agnostic'], kwargs['multi_label']))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline_module, 'decode_detections', spy)
@@ -155,8 +155,12 @@ def test_class_agnostic_nms_reaches_decoding(model_path, monkeypatch):
     p.set_params(nms_class_agnostic=True)
     assert p.params['nms_class_agnostic'] is True and p.params['nms_iou'] == 0.3   # other params unchanged
     p(*frame)
-    assert seen == [False, True]
+    p.set_params(multi_label=True)
+    assert p.params['nms_class_agnostic'] is True and p.params['multi_label'] is True
+    p(*frame)
+    assert seen == [(False, False), (True, False), (True, True)]
     assert Pipeline(model_path, CPU_ONLY, warmup=False, nms_class_agnostic=True).params['nms_class_agnostic']
+    assert Pipeline(model_path, CPU_ONLY, warmup=False, multi_label=True).params['multi_label']
 
 
 def test_static_batch_model_batches_one_at_a_time(tmp_path):

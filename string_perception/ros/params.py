@@ -87,6 +87,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('nms_iou', 'double', 0.3, 'class-wise 3D NMS IoU threshold (1 disables NMS)', 0.01, 1.0, live=True),
     ParamSpec('nms_class_agnostic', 'bool', False,
               'NMS across classes: a box also suppresses overlapping boxes of other classes', live=True),
+    ParamSpec('multi_label', 'bool', False,
+              'every (token, class) pair scoring at least score_threshold is a candidate box (RetinaNet-style), '
+              'not only the best class of each token', live=True),
     ParamSpec('max_detections', 'int', 50, 'at most this many boxes per frame', 0, 1000, live=True),
     ParamSpec('pre_nms_top_k', 'int', 200, 'candidates kept by score before NMS', 1, 100000, live=True),
     ParamSpec('max_depth_m', 'double', 0.0, 'depth beyond this is invalid (metres); 0 = no limit', 0.0, 1000.0,

@@ -47,15 +47,17 @@ class PipelineResult:
 
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
-    max_depth_m=None, tracking=None, nms_class_agnostic=False, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
     ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order)."""
 
     def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,
                  nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
                  max_depth_m: float | None = None, model: OnnxModel | None = None,
-                 tracking: TrackerConfig | None = None, nms_class_agnostic: bool = False, **model_kwargs):
+                 tracking: TrackerConfig | None = None, nms_class_agnostic: bool = False, multi_label: bool = False,
+                 **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
-                        pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m, nms_class_agnostic=nms_class_agnostic)
+                        pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m, nms_class_agnostic=nms_class_agnostic,
+                        multi_label=multi_label)
         self.set_tracking(tracking)
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
 
@@ -66,12 +68,14 @@ class Pipeline:
 
     def set_params(self, *, score_threshold: float | None = None, nms_iou: float | None = None,
                    max_detections: int | None = None, pre_nms_top_k: int | None = None,
-                   max_depth_m: float | None | str = 'unchanged', nms_class_agnostic: bool | None = None) -> None:
+                   max_depth_m: float | None | str = 'unchanged', nms_class_agnostic: bool | None = None,
+                   multi_label: bool | None = None) -> None:
         """Change postprocess/preprocess parameters (validated together; ``ValueError`` leaves them unchanged)."""
-        cur = getattr(self, '_params', {'nms_class_agnostic': False})
+        cur = getattr(self, '_params', {'nms_class_agnostic': False, 'multi_label': False})
         new = dict(cur)
-        if nms_class_agnostic is not None:
-            new['nms_class_agnostic'] = bool(nms_class_agnostic)
+        for k, v in (('nms_class_agnostic', nms_class_agnostic), ('multi_label', multi_label)):
+            if v is not None:
+                new[k] = bool(v)
         for k, v in (('score_threshold', score_threshold), ('nms_iou', nms_iou),
                      ('max_detections', max_detections), ('pre_nms_top_k', pre_nms_top_k)):
             if v is not None:
@@ -135,7 +139,7 @@ class Pipeline:
         return decode_detections(outputs['boxes'][i], outputs['logits'][i], self.labels,
                                  score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
                                  max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'],
-                                 class_agnostic=p['nms_class_agnostic'])
+                                 class_agnostic=p['nms_class_agnostic'], multi_label=p['multi_label'])
 
     def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
                  intrinsics_hw=None, stamp_s: float | None = None) -> PipelineResult:

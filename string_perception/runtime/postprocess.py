@@ -100,14 +100,19 @@ def _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k) -> No
 
 
 def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: float = 0.3, nms_iou: float = 0.3,
-                      max_detections: int = 50, pre_nms_top_k: int = 200, class_agnostic: bool = False) -> Detections:
+                      max_detections: int = 50, pre_nms_top_k: int = 200, class_agnostic: bool = False,
+                      multi_label: bool = False) -> Detections:
     """``boxes[N,12]``, ``logits[N,C]`` (a leading batch of 1 is accepted) -> :class:`Detections`.
 
     Steps: drop non-finite / invalid tokens; score = sigmoid(max logit), class = argmax; keep
     ``score >= score_threshold``; keep the ``pre_nms_top_k`` best; greedy class-wise NMS at ``nms_iou``
     (``1.0`` disables it; ``class_agnostic=True``: a box also suppresses overlapping boxes of other classes, which
     a densely trained model needs, since several tokens on one object may name different classes); at most
-    ``max_detections`` results, sorted by decreasing score (ties by token index).
+    ``max_detections`` results, sorted by decreasing score (ties by token index, then class).
+
+    ``multi_label=True`` decodes as RetinaNet / FCOS do with independent sigmoid classes: every (token, class)
+    pair scoring at least ``score_threshold`` is a candidate, so an uncertain token can give one box per class it
+    names (the same geometry, each with its own score); class-wise NMS then runs over all candidates.
     """
     _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
     b = _as_output(boxes, 'boxes', 12)                          # [N,12]
@@ -133,14 +138,19 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     if max_detections == 0 or not ok.any():
         return Detections.empty(num_non_finite, num_invalid)
 
-    idx = np.flatnonzero(ok)                                    # [n] surviving token indices
-    cls = np.argmax(lg[idx], axis=1)                            # [n] best class per token
-    scores = expit(lg[idx, cls])                                # [n] sigmoid of the best logit, in [0,1]
-    keep = scores >= score_threshold
-    idx, cls, scores = idx[keep], cls[keep], scores[keep]
+    if multi_label:
+        passing = (expit(lg) >= score_threshold) & ok[:, None]  # [N,C] (token, class) candidates
+        idx, cls = np.nonzero(passing)                          # [n], [n] token index and class of each
+        scores = expit(lg[idx, cls])                            # [n]
+    else:
+        idx = np.flatnonzero(ok)                                # [n] surviving token indices
+        cls = np.argmax(lg[idx], axis=1)                        # [n] best class per token
+        scores = expit(lg[idx, cls])                            # [n] sigmoid of the best logit, in [0,1]
+        keep = scores >= score_threshold
+        idx, cls, scores = idx[keep], cls[keep], scores[keep]
     if idx.size == 0:
         return Detections.empty(num_non_finite, num_invalid)
-    order = np.lexsort((idx, -scores))[:int(pre_nms_top_k)]    # by score desc, then token index
+    order = np.lexsort((cls, idx, -scores))[:int(pre_nms_top_k)]   # by score desc, then token index, then class
     idx, cls, scores = idx[order], cls[order], scores[order]
 
     t = b[idx, 0:3]                                             # [k,3]
