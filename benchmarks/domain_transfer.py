@@ -17,6 +17,12 @@ One class list for every source: simulated frames are primitive-only (``--sim me
 model has the five procedural classes and a cell's numbers compare like with like; the generic mesh class
 ``object`` exists only in the simulator and would leave the procedural column without it.
 
+Cost of the default budget (4 x 2000 steps x 16, 8 000 training frames per source, 200 test frames per column),
+from the rates measured on the 2-core machine when quiet (tiny model ~1.7 steps/s on 2 threads; simulated frames
+8.9 ALOHA / 6.4 KUKA per CPU-second at 128x128, README): training ~80 min, rendering ~11 000 ALOHA + ~11 000 KUKA
+frames ~50 CPU-min (~25 min on 2 workers), scoring 12 cells ~5 min: about 1.8 h wall, 3.5 CPU-hours. The smoke
+configuration above took 8.5 min at load average ~9 (another training run held the cores).
+
 Resumable: training runs continue from ``OUT/train_<source>/last.pt`` (``--resume auto``) and are skipped once
 they reached ``--steps``; a scored cell is kept in ``OUT/cells/<train>_on_<test>.json`` and skipped when its budget
 and checkpoint step match. Frames are rendered once per source into ``OUT/cache`` (spawned workers for the
