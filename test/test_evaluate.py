@@ -28,6 +28,12 @@ def test_decode_outputs_threshold_and_class_wise_nms():
     np.testing.assert_allclose(det['scores'], [1 / (1 + np.exp(-3.0)), 0.5], rtol=1e-6)
     np.testing.assert_allclose(det['params'], boxes[[0, 2]], atol=1e-6)
     assert decode_outputs(boxes, logits, NAMES, score_threshold=0.9)['labels'].tolist() == [0]
+    # multi-label: token 2 also names class 1 at 0.5; that candidate is another class, so it stays
+    logits[2, 1] = 0.0
+    assert decode_outputs(boxes, logits, NAMES, score_threshold=0.3, nms_iou=0.5)['labels'].tolist() == [0, 1]
+    det = decode_outputs(boxes, logits, NAMES, score_threshold=0.3, nms_iou=0.5, multi_label=True)
+    assert det['labels'].tolist() == [0, 1, 2]                                     # ties: token, then class
+    np.testing.assert_allclose(det['params'][1], det['params'][2])
 
 
 def test_evaluate_predictions_on_hand_made_frames():
@@ -80,6 +86,7 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
                           '--no-progress']) == 0
     report = json.loads((out / 'metrics.json').read_text())
     assert report['split'] == 'test' and report['seeds'] == [2_000_000_000, 2_000_000_003]
+    assert report['decode']['multi_label'] is False
     assert report['num_frames'] == 3 and report['train_step'] == 3
     assert {'avg_best_iou', 'ap3d_25', 'ap3d_50'} <= set(report['headline'])
     m = report['metrics']
@@ -91,6 +98,9 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
     assert {'iou_hist.png', 'pr_curve_25.png', 'pr_curve_50.png', 'frame_2000000000.png'} <= set(pngs)
     with pytest.raises(SystemExit):
         evaluate_main([str(run / 'last.pt'), '--split', 'train'])                # never on training seeds
+    assert evaluate_main([str(run / 'last.pt'), '--num-frames', '3', '--num-draw', '0', '--out', str(tmp_path / 'ml'),
+                          '--multi-label', '--no-progress']) == 0
+    assert json.loads((tmp_path / 'ml' / 'metrics.json').read_text())['decode']['multi_label'] is True
 
 
 def test_release_checkpoint_drops_the_optimiser_and_still_evaluates(tmp_path):

@@ -39,12 +39,14 @@ if TYPE_CHECKING:  # torch only where a checkpoint is run: the bag evaluator reu
 
 
 def decode_outputs(boxes: np.ndarray, logits: np.ndarray, labels: Sequence[str], score_threshold: float = 0.3,
-                   nms_iou: float = 0.5, max_detections: int = 20) -> dict[str, np.ndarray]:
+                   nms_iou: float = 0.5, max_detections: int = 20, multi_label: bool = False
+                   ) -> dict[str, np.ndarray]:
     """``boxes[N,12]``, ``logits[N,C]`` of one image -> ``{'params': float64[K,12], 'scores': float64[K],
     'labels': int64[K]}`` sorted by score, via ``runtime.postprocess.decode_detections``."""
     from string_perception.runtime.postprocess import decode_detections
     det = decode_detections(np.asarray(boxes, np.float32), np.asarray(logits, np.float32), list(labels),
-                            score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections)
+                            score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
+                            multi_label=multi_label)
     return detections_to_arrays(det)
 
 
@@ -259,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "<checkpoint stem>.onnx next to the checkpoint, else 0.3)")
     p.add_argument('--nms-iou', type=float, default=0.3)
     p.add_argument('--max-detections', type=int, default=50)
+    p.add_argument('--multi-label', action='store_true',
+                   help='a candidate box for every (token, class) pair over the threshold (RetinaNet-style decoding)')
     p.add_argument('--num-draw', type=int, default=4, help='annotated frames to write')
     p.add_argument('--draw-threshold', type=float, default=0.3, help='score of the boxes drawn on the frames')
     p.add_argument('--out', default='runs/eval', help='output directory')
@@ -290,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         dataset.build_cache(processes=max(1, num_workers), progress=not args.no_progress)
         num_workers = 0
     decode = {'score_threshold': args.score_threshold, 'nms_iou': args.nms_iou,
-              'max_detections': args.max_detections}
+              'max_detections': args.max_detections, 'multi_label': args.multi_label}
     res = predict(model, dataset, device=args.device, batch_size=args.batch_size, decode=decode,
                   num_workers=num_workers, progress=not args.no_progress)
     if args.operating_threshold is None:
