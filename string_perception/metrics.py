@@ -164,12 +164,11 @@ def ap3d(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float, num
     return {'per_class': per_class, 'mean': float(np.mean(valid)) if valid else float('nan')}
 
 
-def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float = 0.25,
-                 num_classes: int | None = None, ious: list[np.ndarray] | None = None) -> dict[str, float]:
-    """The score threshold that maximises F1 = 2·TP / (#predictions + #ground truth) over all classes at
-    ``iou_threshold`` (class-aware matching as in :func:`pr_curve`) -> ``{'threshold', 'f1', 'precision',
-    'recall'}``. Keeping every box scoring at least ``threshold`` gives that F1 (ties in score are kept together).
-    This is how the shipped model's recommended operating threshold is chosen, on the validation split."""
+def _cumulative_tp(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float, num_classes: int | None,
+                   ious: list[np.ndarray] | None):
+    """All classes' predictions in decreasing score order at ``iou_threshold`` (class-aware matching as in
+    :func:`pr_curve`) -> ``(scores[K], cumulative TP[K], cut positions, num_gt)``; a cut keeps every box scoring at
+    least ``scores[cut]`` (ties in score are kept together), or None when there is nothing to cut."""
     ious = frame_ious(preds, gts) if ious is None else ious
     labels = _class_labels(preds, gts, num_classes)
     scores, tps, num_gt = [], [], 0
@@ -181,15 +180,45 @@ def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: fl
     scores = np.concatenate(scores) if scores else np.zeros(0)
     tp = np.concatenate(tps) if tps else np.zeros(0, bool)
     if not len(scores) or num_gt == 0:
-        return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+        return None
     order = np.argsort(-scores, kind='stable')
     s, ctp = scores[order], np.cumsum(tp[order])            # [K] descending scores, true positives kept so far
     last = np.r_[s[1:] != s[:-1], True]                      # cut only between different scores
-    k = np.nonzero(last)[0]                                  # candidate cut positions (inclusive)
-    f1 = 2 * ctp[k] / (k + 1 + num_gt)
-    i = int(k[np.argmax(f1)])
+    return s, ctp, np.nonzero(last)[0], num_gt
+
+
+def _operating_point(s, ctp, i: int, num_gt: int) -> dict[str, float]:
     return {'threshold': float(s[i]), 'f1': float(2 * ctp[i] / (i + 1 + num_gt)),
             'precision': float(ctp[i] / (i + 1)), 'recall': float(ctp[i] / num_gt)}
+
+
+def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: float = 0.25,
+                 num_classes: int | None = None, ious: list[np.ndarray] | None = None) -> dict[str, float]:
+    """The score threshold that maximises F1 = 2·TP / (#predictions + #ground truth) over all classes at
+    ``iou_threshold`` (class-aware matching as in :func:`pr_curve`) -> ``{'threshold', 'f1', 'precision',
+    'recall'}``. Keeping every box scoring at least ``threshold`` gives that F1 (ties in score are kept together)."""
+    cuts = _cumulative_tp(preds, gts, iou_threshold, num_classes, ious)
+    if cuts is None:
+        return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+    s, ctp, k, num_gt = cuts
+    f1 = 2 * ctp[k] / (k + 1 + num_gt)
+    return _operating_point(s, ctp, int(k[np.argmax(f1)]), num_gt)
+
+
+def precision_threshold(preds: Sequence[Frame], gts: Sequence[Frame], min_precision: float = 0.8,
+                        iou_threshold: float = 0.25, num_classes: int | None = None,
+                        ious: list[np.ndarray] | None = None) -> dict[str, float]:
+    """The lowest score threshold whose kept boxes have precision >= ``min_precision`` at ``iou_threshold`` (the
+    most recall under a precision floor) -> ``{'threshold', 'f1', 'precision', 'recall'}``; threshold NaN and
+    zeros when no cut reaches the floor. This is how the shipped model's recommended operating threshold is
+    chosen, on the validation split (the node's precision goal is 0.8 at IoU 0.25)."""
+    cuts = _cumulative_tp(preds, gts, iou_threshold, num_classes, ious)
+    if cuts is not None:
+        s, ctp, k, num_gt = cuts
+        ok = k[ctp[k] >= min_precision * (k + 1)]             # cuts meeting the floor (exact, no division)
+        if len(ok):
+            return _operating_point(s, ctp, int(ok[-1]), num_gt)
+    return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
 
 
 def _json(x: Any) -> Any:

@@ -87,6 +87,7 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
     report = json.loads((out / 'metrics.json').read_text())
     assert report['split'] == 'test' and report['seeds'] == [2_000_000_000, 2_000_000_003]
     assert report['decode']['multi_label'] is False
+    assert set(report['precision80_threshold_25']) == {'threshold', 'precision', 'recall', 'f1'}
     assert report['num_frames'] == 3 and report['train_step'] == 3
     assert {'avg_best_iou', 'ap3d_25', 'ap3d_50'} <= set(report['headline'])
     m = report['metrics']

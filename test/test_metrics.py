@@ -146,6 +146,22 @@ def test_f1_threshold_keeps_tied_scores_together_and_handles_empty():
     assert math.isnan(none['threshold']) and none['f1'] == 0.0
 
 
+def test_precision_threshold_is_the_lowest_cut_meeting_the_floor():
+    # sorted scores 0.9 TP, 0.8 TP, 0.7 FP, 0.5 TP, 0.3 FP: precision 1, 1, 2/3, 3/4, 3/5 at the five cuts
+    gts = [frame([A, B], [0, 0]), frame([A], [1])]
+    preds = [frame([A, FAR, B, FAR], [0, 0, 0, 0], [0.9, 0.7, 0.5, 0.3]), frame([A], [1], [0.8])]
+    p80 = metrics.precision_threshold(preds, gts, 0.8, 0.25, num_classes=2)
+    assert p80 == pytest.approx({'threshold': 0.8, 'precision': 1.0, 'recall': 2 / 3, 'f1': 0.8})
+    p75 = metrics.precision_threshold(preds, gts, 0.75, 0.25, num_classes=2)    # exactly 3/4 meets a 0.75 floor
+    assert p75 == pytest.approx({'threshold': 0.5, 'precision': 0.75, 'recall': 1.0, 'f1': 6 / 7})
+    assert metrics.precision_threshold(preds, gts, 0.6, 0.25, num_classes=2)['threshold'] == pytest.approx(0.3)
+    never = metrics.precision_threshold([frame([FAR], [0], [0.9])], [frame([A], [0])], 0.5, 0.25, num_classes=1)
+    assert math.isnan(never['threshold']) and never['recall'] == 0.0
+    tie = metrics.precision_threshold([frame([FAR, A], [0, 0], [0.6, 0.6])], [frame([A], [0])], 0.5, 0.25,
+                                      num_classes=1)                             # a tie: both or neither
+    assert tie['threshold'] == pytest.approx(0.6) and tie['precision'] == pytest.approx(0.5)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Symmetry-aware variants
 # ----------------------------------------------------------------------------------------------------------------
