@@ -1,6 +1,7 @@
 """metrics: average best IoU and AP3D on hand-made frames with known answers."""
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -214,3 +215,97 @@ def test_sphere_cube_in_any_rotation_and_turns_about_the_wrong_axis():
     s = metrics.summarize(preds, gts, class_names=SCENE_NAMES)
     assert s['avg_best_iou_sym'] == 0.0 and s['avg_best_iou_agnostic_sym'] == pytest.approx(1.0, abs=1e-9)
     assert s['avg_best_iou_agnostic'] < 0.9
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# mutation-testing survivors (issue 24 item 3)
+# ----------------------------------------------------------------------------------------------------------------
+
+def test_pr_curve_without_frames_or_ground_truth():
+    empty = metrics.pr_curve([], [], 0, 0.5)
+    assert [len(empty[k]) for k in ('precision', 'recall', 'scores', 'tp')] == [0, 0, 0, 0] and empty['num_gt'] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')                               # no 0/0 for the recall of a class without GT
+        curve = metrics.pr_curve([frame([A, B], [0, 0], [0.9, 0.8])], [frame([A], [1])], 0, 0.5)
+    np.testing.assert_array_equal(curve['recall'], [0.0, 0.0])
+    np.testing.assert_array_equal(curve['precision'], [0.0, 0.0])
+    assert curve['tp'].dtype == bool and curve['num_gt'] == 0
+    assert metrics.pr_curve([frame([A], [0], [0.9])], [frame([A], [0])], 0, 0.5)['tp'].tolist() == [True]
+
+
+def test_equal_scores_keep_their_frame_order_in_many_predictions():
+    # 40 predictions of one score: the 20 misses come first (frame order), then the 20 hits (stable sort)
+    preds = [frame([FAR], [0], [0.5]) for _ in range(20)] + [frame([A], [0], [0.5]) for _ in range(20)]
+    gts = [frame([A], [0]) for _ in range(40)]
+    curve = metrics.pr_curve(preds, gts, 0, 0.5)
+    assert curve['tp'].tolist() == [False] * 20 + [True] * 20
+
+
+def test_f1_threshold_cuts_only_between_different_scores_and_counts_every_box():
+    # 3 ground truths; hit 0.9, then 8 misses, then two hits; the best F1 is the first cut: 2·1 / (1 + 3) = 0.5
+    # (keeping all 11 gives 2·3 / (11 + 3) = 3/7); a denominator one too large would prefer all 11
+    gts = [frame([A, B, box(6.0)], [0, 0, 0])]
+    scores = [0.9] + [0.8 - 0.01 * i for i in range(8)] + [0.6, 0.5]
+    preds = [frame([A] + [box(0.0, 0.0, 20.0 + 3 * i) for i in range(8)] + [B, box(6.0)], [0] * 11, scores)]
+    assert metrics.f1_threshold(preds, gts, 0.5) == pytest.approx(
+        {'threshold': 0.9, 'f1': 0.5, 'precision': 1.0, 'recall': 1 / 3})
+    # a tie below the top score: the cut takes both tied boxes (a hit and a miss), never one of them
+    preds = [frame([A, B, FAR], [0, 0, 0], [0.9, 0.5, 0.5])]
+    assert metrics.f1_threshold(preds, [frame([A, B], [0, 0])], 0.5) == pytest.approx(
+        {'threshold': 0.5, 'f1': 0.8, 'precision': 2 / 3, 'recall': 1.0})
+
+
+def test_best_iou_defaults_are_class_aware_and_frames_without_ground_truth_are_skipped():
+    preds = [frame([A], [1], [0.9]), frame([A], [0], [0.9])]
+    gts = [frame(np.zeros((0, 12)), []), frame([A], [1])]             # no GT in frame 0; wrong class in frame 1
+    assert metrics.best_iou_per_gt(preds, gts).tolist() == [0.0]
+    assert metrics.average_best_iou(preds, gts) == 0.0
+    assert metrics.best_iou_per_gt(preds, gts, class_aware=False).tolist() == [pytest.approx(1.0)]
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')                               # no mean of an empty array
+        assert math.isnan(metrics.average_best_iou([frame([A], [0], [0.9])], [frame(np.zeros((0, 12)), [])]))
+
+
+def test_frame_count_message():
+    with pytest.raises(ValueError) as e:
+        metrics.ap3d([frame([A], [0], [0.9])], [], 0.5)
+    assert str(e.value) == '1 prediction frames but 0 ground-truth frames'
+
+
+def test_symmetric_iou_for_class_zero_the_last_class_and_after_a_plain_frame():
+    prism = dict(size=(1.0, 1.0, 2.0))
+    gt = box(size=(1.0, 1.0, 2.0))
+    # class 0 named 'cylinder'; a frame with only a plain box first; a label past the names is a plain box
+    preds = [frame([A], [1], [0.9]), frame([turned(45, **prism)], [0], [0.9]), frame([turned(45, **prism)], [2], [0.9])]
+    gts = [frame([A], [1]), frame([gt], [0]), frame([gt], [2])]
+    ious = metrics.frame_ious_sym(preds, gts, ['cylinder', 'box'])
+    assert ious[0][0, 0] == pytest.approx(1.0) and ious[1][0, 0] == pytest.approx(1.0)
+    assert ious[2][0, 0] == pytest.approx(1 / np.sqrt(2), abs=1e-9)                    # label 2: no name, strict
+
+
+def test_summary_entries_per_class_curves_and_empty_input():
+    s = metrics.summarize([frame([A], [0], [0.9])], [frame([A], [0])], class_names=['mug'], iou_thresholds=(0.5,))
+    assert s['avg_best_iou_per_class'] == {'mug': pytest.approx(1.0)}
+    assert s['ap3d']['0.5'] == {'mean': 1.0, 'per_class': {'mug': 1.0}}
+    assert 'pr_curves' not in s and 'pr_curves_sym' not in s                          # curves only when asked
+    s = metrics.summarize([frame([A], [0], [0.9])], [frame([A], [0])], class_names=['mug'], iou_thresholds=(0.5,),
+                          include_curves=True)
+    assert s['pr_curves']['0.5'] == {'mug': {'precision': [1.0], 'recall': [1.0]}} == s['pr_curves_sym']['0.5']
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        s = metrics.summarize([], [], class_names=['mug'], iou_thresholds=(0.5,))
+    assert s['avg_best_iou'] is None and s['avg_best_iou_per_class'] == {'mug': None} and s['ap3d_50'] is None
+
+
+def test_headline_without_thresholds_and_with_none():
+    assert metrics.headline({'avg_best_iou': 0.5}) == {'avg_best_iou': 0.5}
+    h = metrics.headline({'avg_best_iou': None, 'iou_thresholds': [0.25], 'ap3d_25': 0.75})
+    assert math.isnan(h['avg_best_iou']) and h['ap3d_25'] == 0.75 and set(h) == {'avg_best_iou', 'ap3d_25'}
+
+
+def test_json_conversion_keeps_python_types():
+    out = metrics._json({'i': np.int64(3), 'b': True, 'a': np.array([True, False]), 'f': np.float32(0.5),
+                         'n': float('nan'), 2: (1, np.int32(2))})
+    assert out == {'i': 3, 'b': True, 'a': [True, False], 'f': 0.5, 'n': None, '2': [1, 2]}
+    assert type(out['i']) is int and type(out['b']) is bool and [type(v) for v in out['a']] == [bool, bool]
+    assert type(out['2'][1]) is int

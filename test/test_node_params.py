@@ -197,8 +197,9 @@ def test_default_yaml_is_exactly_what_render_yaml_writes():
     i = lines.index('    nms_iou: 0.3')
     assert lines[i - 1] == '    # class-wise 3D NMS IoU threshold (1 disables NMS) ([0.01, 1.0])'
     i = lines.index('    image_transport: "raw"')
-    assert lines[i - 2:i] == ['    # colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
-                              '    # one of raw, compressed']
+    assert lines[i - 2:i] == [
+        '    # colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
+        '    # one of raw, compressed']
     i = lines.index('    model_path: ""')
     assert lines[i - 2] == '    autostart: true' and lines[i - 1].startswith('    # ONNX model file')
     assert '    trt_fp16: false' in lines
