@@ -117,7 +117,12 @@ class MutationLoop:
         for label, m in mutants:                                    # how far it got
             mutated = module.deep_replace(m.original_node, m.mutated_node).code
             ns = {'__name__': modname, '__package__': modname.rpartition('.')[0]}
-            exec(compile(mutated, str(self.source), 'exec'), ns)
+            try:
+                exec(compile(mutated, str(self.source), 'exec'), ns)
+            except Exception:       # the module no longer imports (e.g. a mutant of code run at import): killed
+                status_of.setdefault('killed', []).append(label)
+                progress.write(f'{label} killed (import)\n')
+                continue
             patched = []
             for k, f in live.items():
                 cls, _, attr = k.rpartition('.')
