@@ -84,8 +84,8 @@ def _on_alarm(*_):
 class MutationLoop:
     """pytest plugin: after collection, test every mutant against the collected items."""
 
-    def __init__(self, name: str, source: Path, out: Path, timeout_s: int):
-        self.name, self.source, self.out, self.timeout_s = name, source, out, timeout_s
+    def __init__(self, name: str, source: Path, out: Path, timeout_s: int, only: set[str] | None = None):
+        self.name, self.source, self.out, self.timeout_s, self.only = name, source, out, timeout_s, only
         self.items: list = []
 
     def run_items(self) -> str | None:
@@ -102,6 +102,8 @@ class MutationLoop:
         live = live_functions(importlib.import_module(modname))
         original = {k: (f.__code__, f.__defaults__, f.__kwdefaults__) for k, f in live.items()}
         module, mutants = mutations_of(self.source)
+        if self.only:
+            mutants = [(label, m) for label, m in mutants if label in self.only]
         lines = module.code.splitlines()
         t0 = time.process_time()
         failing = self.run_items()
@@ -162,16 +164,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('module', choices=sorted(MODULES))
     ap.add_argument('--workdir', type=Path, default=Path('/tmp/string_perception_mutation'))
     ap.add_argument('--timeout', type=int, default=120, help='seconds of wall time per mutant')
+    ap.add_argument('--only', nargs='+', metavar='LABEL', help='test only these mutants (e.g. earlier survivors)')
     ap.add_argument('--all-tests', action='store_true', help='also run the slow property tests per mutant')
     a = ap.parse_args(argv)
     source, tests = MODULES[a.module]
     deselect = [] if a.all_tests else [f'--deselect={t}' for t in SLOW_TESTS.get(a.module, ())]
     os.chdir(REPO)
     os.environ.setdefault('OMP_NUM_THREADS', '1')
-    loop = MutationLoop(a.module, REPO / source, a.workdir / a.module / 'inprocess_survivors.txt', a.timeout)
+    loop = MutationLoop(a.module, REPO / source, a.workdir / a.module / 'inprocess_survivors.txt', a.timeout,
+                        set(a.only or ()))
     # --noconftest: conftest.py only imports torch and offers the shipped-model fixture, which these tests skip
-    return pytest.main(['-q', '-p', 'no:cacheprovider', '--noconftest', '-m', 'not ros', *deselect, *tests],
-                       plugins=[loop])
+    rc = pytest.main(['-q', '-p', 'no:cacheprovider', '--noconftest', '-m', 'not ros', *deselect, *tests],
+                     plugins=[loop])
+    return 0 if rc == pytest.ExitCode.NO_TESTS_COLLECTED else rc     # the loop ran them, pytest reports none
 
 
 if __name__ == '__main__':

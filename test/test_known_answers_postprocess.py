@@ -135,6 +135,10 @@ def test_from_boxes_fills_every_field():
     assert d.class_ids.tolist() == [0] and d.class_ids.dtype == np.int64 and d.class_names == ['0']
     assert d.scores.tolist() == [1.0] and d.token_indices.tolist() == [0] and len(d) == 1
     assert Detections.from_boxes([0, 0, 1], [1, 1, 1], labels=['box']).class_names == ['box']
+    # one class id and one score per box, no more, no fewer
+    for kwargs in [{'class_ids': [0, 1, 2]}, {'scores': [0.5]}]:
+        with pytest.raises(ValueError):
+            Detections.from_boxes([[0, 0, 1], [0, 0, 2]], [[1, 1, 1]] * 2, **kwargs)
 
 
 def test_result_dtypes_and_integer_model_outputs():
@@ -152,6 +156,12 @@ def test_score_threshold_one_keeps_only_a_score_of_exactly_one():
     lg = np.array([[40.0, -40.0], [30.0, -40.0]])       # sigmoid: exactly 1.0, and 1 - 9.4e-14
     d = decode_detections(boxes, lg, LABELS, score_threshold=1.0)
     assert d.token_indices.tolist() == [0] and d.scores.tolist() == [1.0]
+
+
+def test_top_k_of_one_keeps_the_best_candidate():
+    boxes = np.stack([row(3.0 * i) for i in range(3)])
+    d = decode_detections(boxes, logits([0.6, 0.9, 0.7]), LABELS, pre_nms_top_k=1)
+    assert d.token_indices.tolist() == [1]
 
 
 def test_the_defaults_are_50_detections_and_200_candidates():
@@ -210,7 +220,7 @@ def test_non_finite_and_huge_outputs_raise_no_numpy_warnings():
     (np.zeros((3, 12)), [[1.0], [2.0, 3.0]], LABELS, 'logits is not an array'),
     (np.zeros((1, 12), str), np.zeros((1, 2)), LABELS, 'boxes must be a real-valued array, got dtype <U1'),
     (np.zeros((1, 12)), np.zeros((1, 2), bool), LABELS, 'logits must be a real-valued array, got dtype bool'),
-    (np.zeros((3, 12)), np.zeros((2, 2)), LABELS, 'boxes has 3 tokens but logits has 2'),
+    (np.zeros((3, 12)), np.zeros((2, 3)), LABELS, 'boxes has 3 tokens but logits has 2'),
     (np.zeros((3, 12)), np.zeros((3, 2)), ('box',), 'logits has 2 classes but there are 1 labels'),
 ])
 def test_bad_output_messages(boxes, lg, labels, message):
