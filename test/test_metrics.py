@@ -234,11 +234,12 @@ def test_pr_curve_without_frames_or_ground_truth():
 
 
 def test_equal_scores_keep_their_frame_order_in_many_predictions():
-    # 40 predictions of one score: the 20 misses come first (frame order), then the 20 hits (stable sort)
-    preds = [frame([FAR], [0], [0.5]) for _ in range(20)] + [frame([A], [0], [0.5]) for _ in range(20)]
-    gts = [frame([A], [0]) for _ in range(40)]
-    curve = metrics.pr_curve(preds, gts, 0, 0.5)
-    assert curve['tp'].tolist() == [False] * 20 + [True] * 20
+    # 20 frames, scores 0.5 / 0.9 alternating; the 0.9 ones hit, of the 0.5 ones the first five miss: in a stable
+    # sort the ten hits at 0.9 come first, then the 0.5 ones in frame order (five misses, five hits)
+    preds = [frame([A if i % 2 or i >= 10 else FAR], [0], [0.9 if i % 2 else 0.5]) for i in range(20)]
+    curve = metrics.pr_curve(preds, [frame([A], [0]) for _ in range(20)], 0, 0.5)
+    assert curve['tp'].tolist() == [True] * 10 + [False] * 5 + [True] * 5
+    assert metrics.f1_threshold(preds, [frame([A], [0]) for _ in range(20)], 0.5)['threshold'] == 0.5
 
 
 def test_f1_threshold_cuts_only_between_different_scores_and_counts_every_box():
