@@ -267,6 +267,11 @@ def test_best_iou_defaults_are_class_aware_and_frames_without_ground_truth_are_s
         assert math.isnan(metrics.average_best_iou([frame([A], [0], [0.9])], [frame(np.zeros((0, 12)), [])]))
 
 
+def test_ap3d_of_nothing():
+    res = metrics.ap3d([], [], 0.5)
+    assert res['per_class'] == {} and math.isnan(res['mean'])
+
+
 def test_frame_count_message():
     with pytest.raises(ValueError) as e:
         metrics.ap3d([frame([A], [0], [0.9])], [], 0.5)
