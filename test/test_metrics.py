@@ -243,11 +243,11 @@ def test_equal_scores_keep_their_frame_order_in_many_predictions():
 
 
 def test_f1_threshold_cuts_only_between_different_scores_and_counts_every_box():
-    # 3 ground truths; hit 0.9, then 8 misses, then two hits; the best F1 is the first cut: 2·1 / (1 + 3) = 0.5
-    # (keeping all 11 gives 2·3 / (11 + 3) = 3/7); a denominator one too large would prefer all 11
+    # 3 ground truths; hit 0.9, then 7 misses, then two hits; the best F1 is the first cut: 2·1 / (1 + 3) = 0.5
+    # (keeping all 10 gives 2·3 / (10 + 3) = 6/13); a denominator one too large would prefer all 10
     gts = [frame([A, B, box(6.0)], [0, 0, 0])]
-    scores = [0.9] + [0.8 - 0.01 * i for i in range(8)] + [0.6, 0.5]
-    preds = [frame([A] + [box(0.0, 0.0, 20.0 + 3 * i) for i in range(8)] + [B, box(6.0)], [0] * 11, scores)]
+    scores = [0.9] + [0.8 - 0.01 * i for i in range(7)] + [0.6, 0.5]
+    preds = [frame([A] + [box(0.0, 0.0, 20.0 + 3 * i) for i in range(7)] + [B, box(6.0)], [0] * 10, scores)]
     assert metrics.f1_threshold(preds, gts, 0.5) == pytest.approx(
         {'threshold': 0.9, 'f1': 0.5, 'precision': 1.0, 'recall': 1 / 3})
     # a tie below the top score: the cut takes both tied boxes (a hit and a miss), never one of them
@@ -265,6 +265,20 @@ def test_best_iou_defaults_are_class_aware_and_frames_without_ground_truth_are_s
     with warnings.catch_warnings():
         warnings.simplefilter('error')                               # no mean of an empty array
         assert math.isnan(metrics.average_best_iou([frame([A], [0], [0.9])], [frame(np.zeros((0, 12)), [])]))
+
+
+def test_operating_points_of_nothing_defaults_and_classes_outside_num_classes():
+    nothing = {'threshold': None, 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+    for f in (metrics.f1_threshold, metrics.precision_threshold):
+        assert metrics._json(f([], [])) == nothing
+    # defaults: IoU 0.25 (a half-edge shift, IoU 1/3, is a hit) and a precision floor of 0.8
+    half = ([frame([HALF], [0], [0.9])], [frame([A], [0])])
+    assert metrics.f1_threshold(*half) == pytest.approx({'threshold': 0.9, 'f1': 1.0, 'precision': 1.0, 'recall': 1.0})
+    assert metrics.precision_threshold(*half)['threshold'] == 0.9
+    # class 1 lies outside num_classes=1: its higher-scored miss is not counted
+    preds, gts = [frame([A, FAR], [0, 1], [0.9, 0.95])], [frame([A], [0])]
+    assert metrics.f1_threshold(preds, gts, 0.5, num_classes=1)['f1'] == 1.0
+    assert metrics.precision_threshold(preds, gts, 0.8, 0.5, num_classes=1)['threshold'] == 0.9
 
 
 def test_ap3d_of_nothing():
@@ -301,6 +315,7 @@ def test_summary_entries_per_class_curves_and_empty_input():
         warnings.simplefilter('error')
         s = metrics.summarize([], [], class_names=['mug'], iou_thresholds=(0.5,))
     assert s['avg_best_iou'] is None and s['avg_best_iou_per_class'] == {'mug': None} and s['ap3d_50'] is None
+    assert s['num_gt'] == 0 and s['num_pred'] == 0 and s['num_frames'] == 0
 
 
 def test_headline_without_thresholds_and_with_none():
