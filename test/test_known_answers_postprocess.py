@@ -149,6 +149,9 @@ def test_result_dtypes_and_integer_model_outputs():
     assert d.class_ids.dtype == np.int64 and d.token_indices.dtype == np.int64
     np.testing.assert_array_equal(d.translations, [[0, 0, 2]])
     np.testing.assert_array_equal(d.rotations, [np.eye(3)])
+    # multi-label: each class scoring exactly the threshold is a candidate (the same box, one per class)
+    d = decode_detections(boxes, np.zeros((1, 2)), LABELS, score_threshold=0.5, multi_label=True)
+    assert d.token_indices.tolist() == [0, 0] and d.class_names == ['box', 'cylinder']
 
 
 def test_score_threshold_one_keeps_only_a_score_of_exactly_one():
