@@ -3,6 +3,8 @@
 The rejection skips pairs whose centres are further apart than the sum of half diagonals; these boxes overlap in
 a small corner or end region with centres just inside that distance, so a smaller rejection radius gives 0.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -52,3 +54,15 @@ def test_pairwise_equals_paired_for_every_pair_near_the_rejection_distance():
     assert np.count_nonzero(paired > 0) >= 3
     # the batched call too (every pair of A x B, compared on the diagonal)
     np.testing.assert_array_equal(np.diag(pairwise_box3d_iou(A, B)), paired)
+
+
+def test_parallel_edges_and_faces_raise_no_numpy_warnings():
+    # edges parallel to the other box's faces divide by zero inside the clipping: the result is exact and silent
+    a = box([0.0, 0.0, 3.0], [1.0, 1.0, 1.0])
+    turned = quaternion_to_rotation(np.array([0.0, 0.0, np.sin(np.pi / 8), np.cos(np.pi / 8)]))   # 45 deg about z
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        iou = pairwise_box3d_iou(np.stack([a]), np.stack([box([0.5, 0.0, 3.0], [1.0, 1.0, 1.0]),
+                                                          box([0.0, 0.0, 3.0], [1.0, 1.0, 1.0], turned)]))
+    assert iou[0, 0] == pytest.approx(1 / 3, abs=1e-12)
+    assert iou[0, 1] == pytest.approx(1 / np.sqrt(2), abs=1e-9)       # octagon 2(sqrt2 - 1) over 2 - that
