@@ -76,10 +76,12 @@ class TransferCubeScene:
         return box
 
     def step(self, action: np.ndarray) -> None:
-        """Apply a 14-D action (gym-aloha layout) for one control period."""
+        """Apply a 14-D action (gym-aloha layout) for one control period; derived quantities (contacts, poses)
+        are then recomputed for the new state, as dm_control's step leaves them."""
         self.data.ctrl[:] = action_to_ctrl(action)
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
+        mujoco.mj_forward(self.model, self.data)
 
     def qpos14(self) -> np.ndarray:
         """[14] float64: per arm 6 joint positions + normalised gripper (gym-aloha's get_qpos)."""
