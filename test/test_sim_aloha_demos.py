@@ -1,4 +1,4 @@
-"""Transfer-cube demonstrations (sim/aloha_task.py, sim/transfer_demo.py, sim/aloha_episodes.py): gym-aloha's
+"""Transfer-cube demonstrations (sim/demos/: transfer_cube.py, scripted.py, episodes.py): gym-aloha's
 cube pose per seed, the scripted demonstrator hands the cube over on a fixed seed (right grasp and lift before the
 left's), a policy that never grasps gets reward 0, episodes are deterministic per seed, recorded arrays have the
 documented shapes and dtypes and survive save / load."""
@@ -9,9 +9,9 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from string_perception.sim.aloha_episodes import (EpisodeConfig, load_episode, record_episode,  # noqa: E402
+from string_perception.sim.demos.episodes import (EpisodeConfig, load_episode, record_episode,  # noqa: E402
                                                   save_episode)
-from string_perception.sim.aloha_task import MAX_REWARD, TransferCubeScene, sample_box_pose  # noqa: E402
+from string_perception.sim.demos.transfer_cube import MAX_REWARD, TransferCubeScene, sample_box_pose  # noqa: E402
 
 pytestmark = pytest.mark.slow                               # ~25 s CPU: one full episode and three short ones
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from .assets import aloha_assets_dir
+from ..assets import aloha_assets_dir
 
 XML = 'bimanual_viperx_transfer_cube.xml'
 CONTROL_DT = 0.02                      # gym_aloha.constants.DT: 50 Hz

@@ -1,4 +1,4 @@
-"""Recorded transfer-cube episodes (sim/aloha_task.py): per control step the cameras' colour and depth, the 14-D
+"""Recorded transfer-cube episodes (transfer_cube.py): per control step the cameras' colour and depth, the 14-D
 qpos, the 14-D action and gym-aloha's reward, one compressed npz per episode.
 
 Arrays of an episode with T steps (observation t is taken before action t is applied, as ACT records):
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .aloha_task import EPISODE_STEPS, MAX_REWARD, START_ARM_POSE, TransferCubeScene, normalize_gripper
-from .render import SceneRenderer
-from .transfer_demo import TransferCubeDemonstrator, TransferScript
+from ..render import SceneRenderer
+from .scripted import TransferCubeDemonstrator, TransferScript
+from .transfer_cube import EPISODE_STEPS, MAX_REWARD, START_ARM_POSE, TransferCubeScene, normalize_gripper
 
 _MJ_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])   # MuJoCo cameras look along -z with y up
 

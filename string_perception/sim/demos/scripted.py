@@ -1,4 +1,4 @@
-"""Scripted demonstrator for the transfer-cube task (sim/aloha_task.py) in end-effector space, as the ACT authors
+"""Scripted demonstrator for the transfer-cube task (transfer_cube.py) in end-effector space, as the ACT authors
 scripted theirs: tool waypoints per arm (time step, pad-centre position, tool axes, gripper 0 closed .. 1 open),
 interpolated every control step (positions linearly, axes by slerp), turned into joint targets by damped
 least-squares IK (sim/ik.py, warm-started from the previous step's targets) and executed by the cell's position
@@ -18,10 +18,10 @@ import mujoco
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
-from .aloha_task import SIDES, TransferCubeScene
-from .ik import Tool, ik_step, rotation_error, tool_pose
+from ..ik import Tool, ik_step, rotation_error, tool_pose
+from .transfer_cube import SIDES, TransferCubeScene
 
-PAD_CENTRE = np.array([0.135, 0.0, 0.0])    # between the finger pads in gripper_link's frame (cells.py)
+PAD_CENTRE = np.array([0.135, 0.0, 0.0])    # between the finger pads in gripper_link's frame (sim/cells.py)
 
 
 @dataclass(frozen=True)
