@@ -97,7 +97,7 @@ class TransferCubeDemonstrator:
         self.R_left = _axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
         meet = np.asarray(script.meet, float)
         box = scene.box_position()
-        box[2] = scene.model.geom_size[scene._box][2]                 # resting on the table (z = half size)
+        box[2] = scene.model.geom_size[scene.box_geom][2]                 # resting on the table (z = half size)
         grasp = box + [0.0, 0.0, script.grasp_dz_m]
         s = script
         right = _Track()

@@ -61,7 +61,7 @@ class TransferCubeScene:
         self.box_qpos = m.jnt_qposadr[m.joint('red_box_joint').id]
         self.box_body = m.body('box').id
         geom = lambda name: m.geom(name).id                                            # noqa: E731
-        self._box = geom('red_box')
+        self.box_geom = geom('red_box')
         self._touch = {'left': geom('vx300s_left/10_left_gripper_finger'),
                        'right': geom('vx300s_right/10_right_gripper_finger'), 'table': geom('table')}
 
@@ -96,9 +96,9 @@ class TransferCubeScene:
         """Which of gym-aloha's contact pairs with the cube exist now: {'left', 'right', 'table'} -> bool."""
         other = set()
         for c in self.data.contact[:self.data.ncon]:
-            if c.geom1 == self._box:
+            if c.geom1 == self.box_geom:
                 other.add(int(c.geom2))
-            elif c.geom2 == self._box:
+            elif c.geom2 == self.box_geom:
                 other.add(int(c.geom1))
         return {k: g in other for k, g in self._touch.items()}
 
