@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 
 from string_perception.sim.demos.episodes import (EpisodeConfig, load_episode, record_episode,  # noqa: E402
                                                   save_episode)
+from string_perception.sim.demos.scripted import TransferScript  # noqa: E402
 from string_perception.sim.demos.transfer_cube import MAX_REWARD, TransferCubeScene, sample_box_pose  # noqa: E402
 
 pytestmark = pytest.mark.slow                               # ~25 s CPU: one full episode and three short ones
@@ -49,6 +50,13 @@ def test_no_grasp_is_no_success():
         scene.step(a)
     assert scene.touches() == {'left': False, 'right': False, 'table': True}
     np.testing.assert_allclose(scene.box_position()[:2], ep.box_pose[:2], atol=1e-3)
+
+
+def test_left_arm_missing_the_cube_is_no_success():
+    # the left pad centre stops 20 cm short of the cube: the right lifts it (reward 2), never a left touch, and the
+    # cube falls when the right opens
+    ep = record_episode(0, EpisodeConfig(cameras=(), script=TransferScript(left_grasp_dx_m=-0.2)))
+    assert ep.reward.max() == 2 and not ep.success and ep.images == {}
 
 
 def test_recorded_arrays(scripted, tmp_path):
