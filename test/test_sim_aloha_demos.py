@@ -1,6 +1,7 @@
 """Transfer-cube demonstrations (sim/demos/: transfer_cube.py, scripted.py, episodes.py): gym-aloha's
 cube pose per seed, the scripted demonstrator hands the cube over on a fixed seed (right grasp and lift before the
-left's), a policy that never grasps gets reward 0, episodes are deterministic per seed, recorded arrays have the
+left's) and its recorded actions replay it in joint space, a policy that never grasps gets reward 0, a left arm
+that misses never succeeds, episodes are deterministic per seed, recorded arrays have the
 documented shapes and dtypes and survive save / load."""
 import os
 
@@ -38,6 +39,17 @@ def test_scripted_demonstrator_hands_over_on_seed_0(scripted):
     assert (r[:lifted_right] <= 2).all()
     # at the end the left gripper is held open by the 4 cm cube (~0.5 of its range; 1 = open), the right is open
     assert scripted.qpos[-1, 6] < 0.7 and scripted.qpos[-1, 13] > 0.9
+
+
+def test_recorded_actions_replay_the_demonstration(scripted):
+    # the float32 joint targets alone, replayed open loop in a fresh scene, hand the cube over again
+    scene = TransferCubeScene()
+    scene.reset(0)
+    for t, a in enumerate(scripted.action):
+        scene.step(a)
+        if t + 1 < len(scripted.qpos):
+            np.testing.assert_allclose(scene.qpos14(), scripted.qpos[t + 1], atol=2e-3)
+    assert scene.reward() == MAX_REWARD
 
 
 def test_no_grasp_is_no_success():
