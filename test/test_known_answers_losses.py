@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from string_perception.training.losses import SetCriterion
+from string_perception.training.losses import SetCriterion, sigmoid_focal_loss
 
 C = 3
 ALPHA, GAMMA = 0.25, 2.0
@@ -188,3 +188,16 @@ def test_focal_parameters_reach_the_class_loss():
                 p_t = p if (i < 2 and LABELS[b][i] == c) else 1 - p
                 total += 0.5 * (1 - p_t) * -math.log(p_t)                   # alpha 0.5 either way, gamma 1
     assert losses['class'].item() == pytest.approx(total / 4, rel=1e-5)
+
+
+def test_focal_alpha_zero_weights_positives_by_zero_and_negative_alpha_disables_it():
+    # alpha = 0 is a weight (positives x 0, negatives x 1), not "no alpha"; alpha < 0 leaves both unweighted
+    logits, targets = torch.tensor([1.0, -0.5]), torch.tensor([1.0, 0.0])
+    p = 1.0 / (1.0 + math.exp(-1.0))                                # positive: p_t = sigmoid(1)
+    q = 1.0 - 1.0 / (1.0 + math.exp(0.5))                           # negative: p_t = 1 - sigmoid(-0.5)
+    positive, negative = (1 - p) ** 2 * -math.log(p), (1 - q) ** 2 * -math.log(q)
+    zero = sigmoid_focal_loss(logits, targets, alpha=0.0, gamma=2.0)
+    assert zero[0].item() == 0.0
+    assert zero[1].item() == pytest.approx(negative, rel=1e-6)
+    off = sigmoid_focal_loss(logits, targets, alpha=-1.0, gamma=2.0)
+    assert off.tolist() == pytest.approx([positive, negative], rel=1e-6)
