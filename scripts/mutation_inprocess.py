@@ -1,6 +1,7 @@
 """mutmut's mutants, tested in one process: for machines too busy for ``mutation_test.py`` (issue 24 item 3).
 
     .venv/bin/python scripts/mutation_inprocess.py postprocess          # any module of mutation_test.MODULES
+    .venv/bin/python scripts/mutation_inprocess.py dense_criterion      # (also assignment, losses, matcher, ...)
 
 ``mutmut run`` forks a process per mutant and, on a 2-core machine shared with a training run, spent most of an
 hour generating mutants and collecting statistics before testing the first. This script uses mutmut 3.8.1's own

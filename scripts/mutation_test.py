@@ -39,6 +39,9 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
               ('test/test_iou3d.py', 'test/test_known_answers_iou3d.py')),
     'params': ('string_perception/ros/params.py',
                ('test/test_node_params.py', 'test/test_node_params_live.py')),
+    'assignment': ('string_perception/assignment.py', ('test/test_assignment.py',)),
+    'dense_criterion': ('string_perception/training/dense_criterion.py',
+                        ('test/test_dense_criterion.py', 'test/test_symmetric_targets.py')),
 }
 # Slow tests left out per mutant (--fast): randomised property tests, which cost most of a module's test time and
 # assert no known answer that the module's known-answer tests do not also assert.
