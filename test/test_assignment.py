@@ -64,3 +64,37 @@ def test_assign_from_mask_end_to_end_and_each_token_once():
 def test_mask_size_must_be_a_multiple_of_the_patch():
     with pytest.raises(ValueError):
         patch_coverage(_mask(8, 6), 1, 4)
+
+
+def test_bad_input_messages_name_the_values():
+    with pytest.raises(ValueError, match=r'^mask 8x6 is not a multiple of patch_size=4$'):
+        patch_coverage(_mask(8, 6), 1, 4)
+    for bad in (0.0, 1.5, 1.0001, -0.5):
+        with pytest.raises(ValueError, match=rf'^min_coverage must be in \(0, 1\], got {bad}$'):
+            dense_assignment(torch.tensor([[1.0]]), bad)
+
+
+def test_default_min_coverage_is_one_half_and_one_is_allowed():
+    cov = torch.tensor([[0.5, 0.4, 1.0, 0.0],
+                        [0.0, 0.0, 0.0, 0.3]])
+    tok, obj = dense_assignment(cov)                    # 0.5 default: tokens 0, 2; object 1 takes its best token 3
+    assert tok.tolist() == [0, 2, 3] and obj.tolist() == [0, 0, 1]
+    tok, obj = dense_assignment(cov, 1.0)               # only a fully covered patch counts; 0 has its token 2
+    assert tok.tolist() == [2, 3] and obj.tolist() == [0, 1]
+
+
+def test_results_are_int64_also_when_empty():
+    for cov in (torch.zeros(0, 4), torch.tensor([[0.0, 0.7]])):
+        tok, obj = dense_assignment(cov)
+        assert tok.dtype == torch.int64 and obj.dtype == torch.int64
+    tok, obj = assign_from_mask(_mask(), 0, 4)
+    assert tok.dtype == torch.int64 and obj.dtype == torch.int64 and tok.tolist() == [] and obj.tolist() == []
+
+
+def test_assign_from_mask_passes_min_coverage():
+    m = _mask()
+    m[0:4, 0:3] = 0                                      # object 0: 12/16 of token 0
+    m[4:8, 4:8] = 0                                      # and all of token 3
+    assert assign_from_mask(m, 1, 4)[0].tolist() == [0, 3]
+    assert assign_from_mask(m, 1, 4, min_coverage=0.8)[0].tolist() == [3]
+    assert assign_from_mask(m, 1, 4, min_coverage=1.0)[0].tolist() == [3]
