@@ -90,3 +90,103 @@ def test_gradients_reach_boxes_and_logits_and_missing_mask_is_refused():
         DenseCriterion(C, P)(perfect(t), [{k: v for k, v in x.items() if k != 'mask'} for x in t])
     with pytest.raises(ValueError):
         DenseCriterion(C, P, weights={'giou': 1.0})
+
+
+def test_default_focal_parameters_are_alpha_quarter_gamma_two_and_gamma_reaches_the_loss():
+    t = frames()
+    out = perfect(t)
+    out['logits'] = torch.linspace(-3, 3, 24).view(2, 4, C)
+    target = torch.zeros(2, 4, C)
+    target[0, 0, 1] = target[0, 1, 1] = target[0, 3, 2] = target[1, 2, 0] = 1.0
+    default = DenseCriterion(C, P)(out, t)['class']
+    assert default.item() == pytest.approx((sigmoid_focal_loss(out['logits'], target, 0.25, 2.0).sum() / 4).item(),
+                                           rel=1e-6)
+    gamma1 = DenseCriterion(C, P, focal_alpha=0.5, focal_gamma=1.0)(out, t)['class']
+    assert gamma1.item() == pytest.approx((sigmoid_focal_loss(out['logits'], target, 0.5, 1.0).sum() / 4).item(),
+                                          rel=1e-6)
+    assert abs(gamma1.item() - default.item()) > 1e-3
+
+
+def test_corner_loss_weights_each_token_by_one_over_its_objects_tokens():
+    t = frames()
+    out = perfect(t)
+    out['boxes'][0, 0, 0] += 0.6      # one of object 0's 2 tokens, 0.6 m in x -> 0.6 / 2; other objects exact
+    losses = DenseCriterion(C, P)(out, t)
+    # (0.3 + 0 + 0) / 3 objects; an unweighted mean over the 4 tokens would give 0.15
+    assert losses['params'].item() == pytest.approx(0.1, abs=1e-6)
+    assert losses['corners'].item() == pytest.approx(0.1, abs=1e-6)
+
+
+def test_one_positive_divides_by_exactly_one():
+    m = torch.full((8, 8), -1, dtype=torch.int8)
+    m[0:4, 0:4] = 0                                   # one object on token 0 only
+    t = [{'labels': torch.tensor([2]), 'boxes': box(0, 0, 1).view(1, 12), 'mask': m}]
+    logits = torch.linspace(-2, 2, 4 * C).view(1, 4, C)
+    boxes = torch.stack([box(0, 0, 1)] * 4).view(1, 4, 12).clone()
+    boxes[0, 0, 1] += 0.3
+    losses = DenseCriterion(C, P)({'logits': logits, 'boxes': boxes}, t)
+    target = torch.zeros(1, 4, C)
+    target[0, 0, 2] = 1.0
+    assert losses['class'].item() == pytest.approx(sigmoid_focal_loss(logits, target, 0.25, 2.0).sum().item(),
+                                                   rel=1e-6)
+    assert losses['params'].item() == pytest.approx(0.3, abs=1e-6)
+    assert losses['corners'].item() == pytest.approx(0.3, abs=1e-6)
+
+
+class _OtherRank:
+    """Stands in for a second DDP rank: all_reduce (SUM, in place) adds that rank's counts, in call order."""
+
+    def __init__(self, counts):
+        self.counts = list(counts)
+
+    def all_reduce(self, tensor, *args, **kwargs):
+        tensor += self.counts.pop(0)
+
+
+def test_ddp_divides_by_the_mean_counts_over_ranks(monkeypatch):
+    import torch.distributed as dist
+    monkeypatch.setattr(dist, 'is_available', lambda: True)
+    monkeypatch.setattr(dist, 'is_initialized', lambda: True)
+    monkeypatch.setattr(dist, 'get_world_size', lambda group=None: 2)
+    other = _OtherRank([8.0, 1.0])                      # the other rank: 8 positive tokens on 1 object
+    monkeypatch.setattr(dist, 'all_reduce', other.all_reduce)
+    t = frames()
+    out = perfect(t)
+    out['logits'] = torch.linspace(-3, 3, 24).view(2, 4, C)
+    out['boxes'][0, 0, 0] += 0.3
+    out['boxes'][0, 3, 2] += 0.1
+    out['boxes'][1, 2, 1] -= 0.2
+    losses = DenseCriterion(C, P)(out, t)
+    assert other.counts == []
+    target = torch.zeros(2, 4, C)
+    target[0, 0, 1] = target[0, 1, 1] = target[0, 3, 2] = target[1, 2, 0] = 1.0
+    # positives (4 + 8) / 2 = 6, objects (3 + 1) / 2 = 2
+    assert losses['class'].item() == pytest.approx((sigmoid_focal_loss(out['logits'], target, 0.25, 2.0).sum()
+                                                    / 6).item(), rel=1e-6)
+    assert losses['params'].item() == pytest.approx(0.45 / 2, abs=1e-6)
+    assert losses['corners'].item() == pytest.approx(0.45 / 2, abs=1e-6)
+    assert losses['positives'].item() == 4              # this rank's own count
+
+
+def test_float64_targets_give_float32_losses_and_positives():
+    t = frames()
+    for x in t:
+        x['boxes'] = x['boxes'].double()
+    out = perfect(t)
+    out['boxes'] = out['boxes'].float()
+    out['boxes'][0, 3, 2] += 0.1
+    losses = DenseCriterion(C, P)(out, t)
+    for k in ('class', 'params', 'corners', 'loss', 'positives'):
+        assert losses[k].dtype == torch.float32, k
+    assert losses['params'].item() == pytest.approx(0.1 / 3, abs=1e-6)
+
+
+def test_bad_arguments_are_refused_with_a_clear_message():
+    with pytest.raises(ValueError, match=r'^symmetric=True needs class_names, one per class$'):
+        DenseCriterion(C, P, symmetric=True)
+    expected = r"^unknown loss weights \['giou'\]; expected \['class', 'corners', 'params'\]$"
+    with pytest.raises(ValueError, match=expected):
+        DenseCriterion(C, P, weights={'giou': 1.0})
+    t = frames()
+    with pytest.raises(ValueError, match=r'^logits have 3 classes, criterion expects 5$'):
+        DenseCriterion(5, P)(perfect(t), t)          # logits [2, 4, 3]: N = 4 differs from C = 3
