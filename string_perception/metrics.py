@@ -187,6 +187,9 @@ def _cumulative_tp(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: 
     return s, ctp, np.nonzero(last)[0], num_gt
 
 
+_NO_OPERATING_POINT = {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}   # no cut: nothing predicted, no ground truth, or no cut qualifies
+
+
 def _operating_point(s, ctp, i: int, num_gt: int) -> dict[str, float]:
     return {'threshold': float(s[i]), 'f1': float(2 * ctp[i] / (i + 1 + num_gt)),
             'precision': float(ctp[i] / (i + 1)), 'recall': float(ctp[i] / num_gt)}
@@ -199,7 +202,7 @@ def f1_threshold(preds: Sequence[Frame], gts: Sequence[Frame], iou_threshold: fl
     'recall'}``. Keeping every box scoring at least ``threshold`` gives that F1 (ties in score are kept together)."""
     cuts = _cumulative_tp(preds, gts, iou_threshold, num_classes, ious)
     if cuts is None:
-        return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+        return dict(_NO_OPERATING_POINT)
     s, ctp, k, num_gt = cuts
     f1 = 2 * ctp[k] / (k + 1 + num_gt)
     return _operating_point(s, ctp, int(k[np.argmax(f1)]), num_gt)
@@ -218,7 +221,7 @@ def precision_threshold(preds: Sequence[Frame], gts: Sequence[Frame], min_precis
         ok = k[ctp[k] >= min_precision * (k + 1)]             # cuts meeting the floor (exact, no division)
         if len(ok):
             return _operating_point(s, ctp, int(ok[-1]), num_gt)
-    return {'threshold': float('nan'), 'f1': 0.0, 'precision': 0.0, 'recall': 0.0}
+    return dict(_NO_OPERATING_POINT)
 
 
 def _json(x: Any) -> Any:

@@ -47,7 +47,8 @@ class PipelineResult:
 
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
-    max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, **OnnxModel kwargs)``; call it on
+    a frame, or :meth:`run_batch` on many.
     ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order)."""
 
     def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,

@@ -139,9 +139,9 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
         return Detections.empty(num_non_finite, num_invalid)
 
     if multi_label:
-        passing = (expit(lg) >= score_threshold) & ok[:, None]  # [N,C] (token, class) candidates
-        idx, cls = np.nonzero(passing)                          # [n], [n] token index and class of each
-        scores = expit(lg[idx, cls])                            # [n]
+        prob = expit(lg)                                        # [N,C] per-class sigmoid scores
+        idx, cls = np.nonzero((prob >= score_threshold) & ok[:, None])   # [n], [n] token and class of each candidate
+        scores = prob[idx, cls]                                 # [n]
     else:
         idx = np.flatnonzero(ok)                                # [n] surviving token indices
         cls = np.argmax(lg[idx], axis=1)                        # [n] best class per token
