@@ -238,3 +238,26 @@ def test_family_rows_are_valid_models_and_render_without_changing_the_claims(tmp
     # the paper's claims compare the paper's encodings only: ⊗-STRING's better cell does not enter them
     plain = summarise(_runs({k: v for k, v in table.items() if k in ('vit', 'vitd')} | {'vitd': {'none': [40.0]}}))
     assert _verdicts(summary) == _verdicts(plain)
+
+
+def test_depth_only_overrides_seed_major_order_and_second_metric_table(tmp_path):
+    bench = _load_benchmark()
+    settings = bench.Settings(out=tmp_path, seeds=2, depth_model={'patch_geometry': True},
+                              metric='avg_best_iou_sym')
+    budget = bench.Budget(steps=4)
+    vit = bench.train_config('vit', 'none', 0, budget, settings).model_overrides
+    vitd = bench.train_config('vitd', 'cayley', 0, budget, settings).model_overrides
+    assert 'patch_geometry' not in vit and vitd['patch_geometry'] is True   # an RGB ViT has no depth for it
+    # records of two configs x two seeds: the symmetry-aware headline, the strict numbers as a second table
+    # cayley is ahead on the symmetry-aware metric and behind on the strict one
+    recs = [{'config': f'vitd-{e}', 'encoder': 'vitd', 'encoding': e, 'seed': s,
+             'test': {'avg_best_iou': 0.1 + s / 100 - d, 'avg_best_iou_sym': 0.4 + s / 100 + d}}
+            for e, d in (('none', 0.0), ('cayley', 0.05)) for s in (0, 1)]
+    res = bench.write_outputs(recs, budget, settings, 1.0, [])
+    assert res['summary']['metric'] == 'avg_best_iou_sym'
+    assert res['summary']['cells']['vitd']['cayley']['best'] == pytest.approx(46.0)
+    md = (tmp_path / 'table.md').read_text()
+    strict = md.split('## Strict average 3D IoU (%), same runs (avg_best_iou)')[1]
+    assert '| ViTD (ours) | best | **11.00** | – | – | – | 6.00 | – |' in strict      # none, cayley columns
+    assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou_sym') == ['vitd_xyz-cayley']
+    assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou') == ['vitd_xyz-none']

@@ -302,6 +302,18 @@ def render_markdown(summary: Mapping[str, Any], header: Sequence[str] = ()) -> s
     return '\n'.join(lines) + '\n'
 
 
+def render_cells(summary: Mapping[str, Any], title: str) -> str:
+    """Only our cells of ``summary`` (best and mean ± std) under ``title``: a second metric next to the headline."""
+    cols = ' | '.join(ENCODING_TITLES[e] for e in COLUMNS)
+    lines = [f'## {title} ({summary["metric"]})', '', f'| encoder | statistic | {cols} |',
+             '|' + ' --- |' * (2 + len(COLUMNS))]
+    for enc in ENCODER_TITLES:
+        if enc in summary['cells']:
+            lines += _rows(f'{ENCODER_TITLES[enc]} (ours)', summary['cells'][enc], bold_best=True)
+    return '\n'.join(lines) + '\n'
+
+
 __all__ = ['ENCODINGS', 'EXTRA_ENCODINGS', 'COLUMNS', 'ENCODING_TITLES', 'ENCODER_TITLES', 'PAPER_TABLE6',
            'STATISTICS', 'Cell', 'Comparison', 'Claim', 'CLAIMS', 'cells_from_runs', 'paper_cells', 'check_claims', 'summarise', 'render_markdown',
+           'render_cells',
            'DEFAULT_MODEL_ENCODERS', 'default_model_decision', 'render_decision']
