@@ -424,7 +424,8 @@ def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wa
 
 
 def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_s: float,
-                  errors: Sequence[str], reference: dict[str, Any] | None = None) -> dict[str, Any]:
+                  errors: Sequence[str], reference: dict[str, Any] | None = None,
+                  pending: Sequence[str] = ()) -> dict[str, Any]:
     records = sorted(records, key=lambda r: (config_order(r['config']), r['seed']))
     summary = summarise(records, settings.metric)
     curves = learning_curves(records, settings)
@@ -434,12 +435,15 @@ def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_
                'settings': {**dataclasses.asdict(settings), 'out': str(settings.out),
                             'cache': str(settings.cache_dir)},
                'runs': records, 'summary': summary, 'curves': curves, 'wall_seconds': wall_s,
-               'errors': list(errors), 'reference': reference, 'default_model': decision}
+               'errors': list(errors), 'pending': list(pending), 'reference': reference, 'default_model': decision}
     out = settings.out
     (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
     header = header_lines(budget, settings, records, wall_s)
     if errors:
         header += ['', '**Runs that failed** (left out of the table):', *[f'- {e}' for e in errors]]
+    if pending:
+        header += ['', f'**Partial table**: {len(records)} runs finished, {len(pending)} still to run (resumable: '
+                   'the same command continues): ' + '; '.join(pending) + '.']
     md = render_markdown(summary, header)
     for other in STRICT_AND_SYM:      # the other of strict / symmetry-aware, never instead of the headline
         if other != settings.metric and all(other in r['test'] for r in records):
@@ -475,9 +479,10 @@ def resolve_auto(configs: Sequence[str], records: Sequence[dict], metric: str = 
 
 
 def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings,
-                  reference: Path | None = None) -> dict[str, Any]:
+                  reference: Path | None = None, report_only: bool = False) -> dict[str, Any]:
     """Train and evaluate every configuration x seed (resumable), score ``reference`` (the shipped model) on the
-    same test seeds, then write table.md / results.json / plot."""
+    same test seeds, then write table.md / results.json / plot. ``report_only``: train nothing, write the table of
+    the runs already finished (a partial table names the runs still to do)."""
     t0 = time.perf_counter()
     settings.out.mkdir(parents=True, exist_ok=True)
     for c in configs:
@@ -489,15 +494,26 @@ def run_benchmark(configs: Sequence[str], budget: Budget, settings: Settings,
         return [run_spec(*parse_config(c), seed, budget, settings) for seed in range(settings.seeds) for c in names]
 
     specs = specs_for(fixed)
-    if specs:
-        prepare_caches(specs, max(1, settings.jobs * settings.threads))     # the cores the runs may use
-    records, errors = run_all(specs, settings)
-    if auto:
-        extra = [c for c in resolve_auto(auto, records, settings.metric) if c not in fixed]
-        more, more_errors = run_all(specs_for(extra), settings)
-        records, errors = records + more, errors + more_errors
+    if report_only:
+        records = [r for r in map(finished_record, specs) if r is not None]
+        extra = [c for c in resolve_auto(auto, records, settings.metric) if c not in fixed] if auto else []
+        more = [r for r in map(finished_record, specs_for(extra)) if r is not None]
+        done = {(r['config'], r['seed']) for r in records + more}
+        pending = [f'{s["config"]} seed {s["seed"]}' for s in specs + specs_for(extra)
+                   if (s['config'], s['seed']) not in done]
+        pending += [f'{c} (all seeds; its encoding is picked once the ViTD runs are done)' for c in auto if not extra]
+        records, errors = records + more, []
+    else:
+        if specs:
+            prepare_caches(specs, max(1, settings.jobs * settings.threads))     # the cores the runs may use
+        records, errors = run_all(specs, settings)
+        if auto:
+            extra = [c for c in resolve_auto(auto, records, settings.metric) if c not in fixed]
+            more, more_errors = run_all(specs_for(extra), settings)
+            records, errors = records + more, errors + more_errors
+        pending = []
     ref = evaluate_reference(reference, budget, settings) if reference is not None else None
-    results = write_outputs(records, budget, settings, time.perf_counter() - t0, errors, ref)
+    results = write_outputs(records, budget, settings, time.perf_counter() - t0, errors, ref, pending)
     print(f'wrote {settings.out / "table.md"}, results.json and learning_curves.png', flush=True)
     return results
 
@@ -667,6 +683,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument('--estimate-steps', type=int, default=20)
     r.add_argument('--target-hours', type=float, default=2.0, help='--estimate: the steps per run that fill this')
     r.add_argument('--progress', action='store_true', help='tqdm bars (in-process runs)')
+    r.add_argument('--report-only', action='store_true',
+                   help='train nothing: write the table of the runs already finished in --out (partial tables '
+                        'name the runs still to do)')
     p.add_argument('--run-one', default=None, help=argparse.SUPPRESS)   # internal: a subprocess job's spec.json
     return p
 
@@ -705,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
         (settings.out / 'estimate.json').write_text(json.dumps(est, indent=2) + '\n')
         return 0
     reference = None if args.reference.lower() == 'none' else Path(args.reference)
-    results = run_benchmark(args.configs, budget, settings, reference)
+    results = run_benchmark(args.configs, budget, settings, reference, report_only=args.report_only)
     return 1 if results['errors'] else 0
 
 

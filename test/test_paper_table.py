@@ -196,6 +196,15 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
     assert resumed['default_model']['margin'] == 0.0 and not resumed['default_model']['ship']
     assert bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--reference', 'none']) == 0
     assert '## Default model' not in (out / 'table.md').read_text()
+    # report only, two seeds asked for: nothing trains, the finished seed is tabled, seed 1 is named as pending
+    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', '--seeds', '2', '--report-only',
+                              '--reference', 'none']) == 0
+    assert {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')} == stamp
+    assert not list(out.glob('runs/*/seed1'))
+    partial = json.loads((out / 'results.json').read_text())
+    assert [(r['config'], r['seed']) for r in partial['runs']] == [('vit-none', 0), ('vitd-rope', 0)]
+    assert partial['pending'] == ['vit-none seed 1', 'vitd-rope seed 1']
+    assert '**Partial table**: 2 runs finished, 2 still to run' in (out / 'table.md').read_text()
     # the same directory with another budget is refused rather than mixed
     with pytest.raises(RuntimeError, match='another budget'):
         bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--steps', '3'])
