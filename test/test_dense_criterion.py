@@ -190,3 +190,16 @@ def test_bad_arguments_are_refused_with_a_clear_message():
     t = frames()
     with pytest.raises(ValueError, match=r'^logits have 3 classes, criterion expects 5$'):
         DenseCriterion(5, P)(perfect(t), t)          # logits [2, 4, 3]: N = 4 differs from C = 3
+
+
+def test_object_weights_key_objects_per_image_whatever_their_count():
+    from string_perception.training.dense_criterion import object_weights
+    t = torch.tensor
+    # image 0: object 1000 on two tokens; image 1: object 0 on three tokens. A fixed stride of 1000 would key
+    # both as 1000 and weigh all five tokens 1/5.
+    indices = [(t([3, 4]), t([1000, 1000])), (t([0, 1, 2]), t([0, 0, 0]))]
+    w, counts = object_weights(indices, [1001, 1])
+    assert w.tolist() == pytest.approx([1 / 2, 1 / 2, 1 / 3, 1 / 3, 1 / 3])
+    assert sorted(counts.tolist()) == [2, 3]
+    w, counts = object_weights([(t([5]), t([0])), (t([], dtype=torch.int64), t([], dtype=torch.int64))], [1, 0])
+    assert w.tolist() == [1.0] and counts.tolist() == [1]

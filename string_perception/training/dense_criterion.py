@@ -40,6 +40,17 @@ def _global_count(n: float, device: torch.device) -> torch.Tensor:
     return t.clamp(min=1.0)
 
 
+def object_weights(indices: list[tuple[torch.Tensor, torch.Tensor]],
+                   num_objects: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per assigned token ``1 / (tokens on its object)`` float32[K] (every object weighs 1 in the box losses,
+    however many tokens cover it), and the token count of each object that has tokens int64[M]. Objects are
+    numbered per image, so they are keyed by (image, object) with a stride of the largest object count."""
+    stride = max(num_objects, default=0) + 1
+    key = torch.cat([o + stride * b for b, (_, o) in enumerate(indices)]) if indices else torch.zeros(0)  # [K]
+    _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    return 1.0 / counts[inverse].float(), counts
+
+
 class DenseCriterion(nn.Module):
     """``criterion(outputs, targets) -> {'class', 'params', 'corners', 'loss', 'positives'}`` (scalar tensors)."""
 
@@ -78,10 +89,8 @@ class DenseCriterion(nn.Module):
         tok_idx = torch.cat([tok for tok, _ in indices]).to(device)                                       # [K]
         labels = torch.cat([t['labels'].to(device)[o] for t, (_, o) in zip(targets, indices)])            # [K]
         tgt = torch.cat([t['boxes'].to(device, torch.float32)[o] for t, (_, o) in zip(targets, indices)])  # [K,12]
-        # 1 / (tokens on the same object): objects are numbered per image, so key them by (image, object).
-        obj_key = torch.cat([o + 1000 * b for b, (_, o) in enumerate(indices)]).to(device)                # [K]
-        _, inverse, counts = torch.unique(obj_key, return_inverse=True, return_counts=True)
-        weight = 1.0 / counts[inverse].float()                                                            # [K]
+        weight, counts = object_weights(indices, [int(t['labels'].numel()) for t in targets])
+        weight, counts = weight.to(device), counts.to(device)                     # [K], [objects with tokens]
         num_pos = _global_count(tok_idx.numel(), device)
         num_obj = _global_count(counts.numel(), device)
 
@@ -102,4 +111,4 @@ class DenseCriterion(nn.Module):
         return losses
 
 
-__all__ = ['DENSE_WEIGHTS', 'DenseCriterion']
+__all__ = ['DENSE_WEIGHTS', 'DenseCriterion', 'object_weights']
