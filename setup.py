@@ -36,6 +36,7 @@ setup(
             'string-perception-eval = string_perception.bags.eval_bag:main',
             'string-perception-demo = string_perception.demo:main',
             'string-perception-sim = string_perception.ros.sim_camera:main',
+            'string-perception-train-policy = string_perception.policy.train_bc:main',
         ],
     },
 )

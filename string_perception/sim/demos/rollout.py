@@ -57,6 +57,8 @@ class Observation:
     depth: np.ndarray       # float32 [H,W] z-depth metres, 0 = no return
     K: np.ndarray           # float64 [3,3] intrinsics of the H x W frame
     qpos: np.ndarray        # float64 [14] JOINT_NAMES order
+    cube_xyz: np.ndarray    # float64 [3] the cube's position now: privileged state, for baselines only (the ROS
+                            # loop has none)
 
 
 @dataclass
@@ -94,7 +96,7 @@ class CellCamera:
         rgb, z = self.renderer.color_depth(self.scene.data, self.h, self.w)
         self.render_cpu_s += time.process_time() - c0
         depth = np.where(np.isfinite(z), z, 0.0).astype(np.float32)                  # [H,W] metres, 0 = none
-        return Observation(step, rgb, depth, self.K, self.scene.qpos14())
+        return Observation(step, rgb, depth, self.K, self.scene.qpos14(), self.scene.box_position())
 
     def close(self) -> None:
         self.renderer.close()

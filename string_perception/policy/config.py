@@ -1,0 +1,61 @@
+"""PolicyConfig: everything a behaviour-cloning run depends on (saved in every checkpoint as a plain dict)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+OBSERVATIONS = ('vision', 'privileged')
+
+
+@dataclass
+class PolicyConfig:
+    # data
+    demos: str = 'runs/aloha_policy/demos'      # demo_<seed>.npz (sim/demos/rollout.record_demonstration)
+    val_episodes: int = 5                       # the last demos (by seed) are held out for the validation loss
+    # observation: 'vision' = the ViTD policy embedding of the top camera; 'privileged' = the cube's initial
+    # position instead (no camera): separates behaviour-cloning error from vision error
+    observation: str = 'vision'
+    encoder_checkpoint: str = 'models/vitd_tiny_cayley.pt'   # a ViTD detector checkpoint (its architecture)
+    finetune: bool = False                      # False: encoder frozen, tokens cached once (fp16), only the
+                                                # PolicyHead + chunk head train; True: end to end (slow on CPU)
+    encoder_lr: float = 1e-5                    # with finetune
+    # action chunks (ACT): K actions at 50 Hz
+    chunk_size: int = 50
+    query_every: int = 10
+    temporal_ensemble_m: float = 0.01
+    # chunk head: MLP on [embedding, normalised qpos] -> K x 14 normalised actions
+    hidden: int = 512
+    layers: int = 3
+    dropout: float = 0.1
+    # optimisation
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.05
+    warmup_steps: int = 100
+    weight_decay: float = 1e-4
+    grad_clip: float = 1.0
+    seed: int = 0
+    # logging / checkpoints
+    log_every: int = 50
+    val_every: int = 500                        # also writes last.pt (and best.pt on a lower validation L1)
+    out: str = 'runs/aloha_policy/bc'
+    threads: int = 1
+    encode_batch: int = 32                      # frames per encoder forward when caching tokens
+
+    def __post_init__(self):
+        if self.observation not in OBSERVATIONS:
+            raise ValueError(f'observation must be one of {OBSERVATIONS}, got {self.observation!r}')
+        if not 1 <= self.query_every <= self.chunk_size:
+            raise ValueError(f'query_every must be in 1..chunk_size, got {self.query_every}')
+        if self.finetune and self.observation != 'vision':
+            raise ValueError('finetune needs observation=vision')
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> 'PolicyConfig':
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})

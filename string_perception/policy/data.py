@@ -1,0 +1,140 @@
+"""Demonstrations -> behaviour-cloning samples: one per observed frame (sim/demos/rollout.record_demonstration),
+with the joint state of that step, the next K actions as the chunk target and a mask that is False past the
+episode's end (ACT's padding). Frames go through runtime.prepare_inputs, the perception node's own preprocessing,
+so the exported perception model sees the same inputs at rollout. With a frozen encoder the encoder tokens of every
+frame are computed once and cached (fp16) next to the demos."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..runtime.preprocess import prepare_inputs
+
+BOX_CENTRE = np.array([0.1, 0.5, 0.05])     # middle of gym-aloha's cube range (transfer_cube.BOX_RANGE)
+BOX_SCALE = 0.1                             # metres -> about [-1, 1]
+STD_FLOOR = 1e-2
+
+
+def load_demos(directory) -> list[dict]:
+    """Every demo_*.npz of a directory as a dict of arrays, in seed order."""
+    demos = []
+    for p in sorted(Path(directory).glob('demo_*.npz')):
+        with np.load(p) as z:
+            demos.append({k: z[k] for k in z.files})
+    if not demos:
+        raise FileNotFoundError(f'no demo_*.npz in {directory}')
+    return sorted(demos, key=lambda d: int(d['seed']))
+
+
+def chunk_target(actions: np.ndarray, t: int, chunk_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """actions [T,J] -> (actions[t:t+K] [K,J] padded with the last action, mask [K] True where t+i < T)."""
+    idx = np.arange(t, t + chunk_size)
+    mask = idx < len(actions)
+    return actions[np.minimum(idx, len(actions) - 1)], mask
+
+
+def masked_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean |pred - target| over the valid steps: pred/target [B,K,J], mask [B,K] bool."""
+    err = (pred - target).abs().mean(-1)                                   # [B,K]
+    m = mask.to(err.dtype)
+    return (err * m).sum() / m.sum().clamp_min(1.0)
+
+
+def privileged_state(cube_xyz) -> np.ndarray:
+    """The privileged baseline's 'embedding': the cube's initial position, scaled to about [-1, 1] ([..., 3])."""
+    return ((np.asarray(cube_xyz, np.float64) - BOX_CENTRE) / BOX_SCALE).astype(np.float32)
+
+
+def statistics(demos: list[dict]) -> dict[str, np.ndarray]:
+    """Per-joint mean / std (floored) of qpos and actions over the given demos: the normalisation."""
+    q = np.concatenate([d['qpos'] for d in demos])                          # [sum T,J]
+    a = np.concatenate([d['action'] for d in demos])
+    return {'qpos_mean': q.mean(0), 'qpos_std': np.maximum(q.std(0), STD_FLOOR),
+            'action_mean': a.mean(0), 'action_std': np.maximum(a.std(0), STD_FLOOR)}
+
+
+@dataclass
+class Samples:
+    """S samples over F frames (here S = F: one sample per observed frame)."""
+    frame: np.ndarray        # int64 [S]      index into the frame arrays / token cache
+    qpos: np.ndarray         # float32 [S,J]
+    target: np.ndarray       # float32 [S,K,J]
+    mask: np.ndarray         # bool [S,K]
+    state: np.ndarray        # float32 [S,3]  privileged_state of the episode's cube
+    seeds: tuple             # the episodes' seeds
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def batch(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
+        return {'frame': torch.as_tensor(self.frame[idx]), 'qpos': torch.as_tensor(self.qpos[idx]),
+                'target': torch.as_tensor(self.target[idx]), 'mask': torch.as_tensor(self.mask[idx]),
+                'state': torch.as_tensor(self.state[idx])}
+
+
+def build_samples(demos: list[dict], chunk_size: int, frame_offset: int = 0) -> Samples:
+    """One sample per observed frame of each demo; frames numbered from frame_offset in demo order."""
+    frame, qpos, target, mask, state = [], [], [], [], []
+    f = frame_offset
+    for d in demos:
+        for t in d['frame_steps']:
+            tgt, m = chunk_target(d['action'], int(t), chunk_size)
+            frame.append(f)
+            qpos.append(d['qpos'][t])
+            target.append(tgt)
+            mask.append(m)
+            state.append(privileged_state(d['cube_xyz']))
+            f += 1
+    return Samples(np.array(frame, np.int64), np.stack(qpos).astype(np.float32),
+                   np.stack(target).astype(np.float32), np.stack(mask), np.stack(state),
+                   tuple(int(d['seed']) for d in demos))
+
+
+def model_frames(demos: list[dict], model_hw: tuple[int, int]) -> dict[str, np.ndarray]:
+    """Every observed frame through runtime.prepare_inputs: image uint8 [F,H,W,3], depth float32 [F,H,W] metres,
+    intrinsics float32 [F,3,3]."""
+    out = {'image': [], 'depth': [], 'intrinsics': []}
+    for d in demos:
+        for color, depth in zip(d['color'], d['depth']):
+            inp = prepare_inputs(color, depth, d['K'], model_hw)
+            for k, v in inp.feed().items():
+                out[k].append(v[0])
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+@torch.no_grad()
+def encode_tokens(policy, frames: dict[str, np.ndarray], batch: int = 32, progress: bool = True) -> torch.Tensor:
+    """Encoder tokens of every frame: float16 [F,N,D]."""
+    policy.eval()
+    n = len(frames['image'])
+    chunks = []
+    for i in tqdm(range(0, n, batch), desc='encoding frames', disable=not progress, unit='batch'):
+        sl = slice(i, i + batch)
+        chunks.append(policy.tokens(torch.as_tensor(frames['image'][sl]), torch.as_tensor(frames['depth'][sl]),
+                                    torch.as_tensor(frames['intrinsics'][sl])).to(torch.float16))
+    return torch.cat(chunks)                                                  # [F,N,D]
+
+
+def file_sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cached_tokens(policy, demos: list[dict], encoder_checkpoint, cache_dir, batch: int = 32,
+                  progress: bool = True) -> torch.Tensor:
+    """encode_tokens of the demos' frames, cached in cache_dir/tokens_<encoder sha16>_<seeds sha16>.pt."""
+    seeds = ','.join(str(int(d['seed'])) + ':' + ','.join(map(str, d['frame_steps'])) for d in demos)
+    key = f'{file_sha256(encoder_checkpoint)[:16]}_{hashlib.sha256(seeds.encode()).hexdigest()[:16]}'
+    path = Path(cache_dir) / f'tokens_{key}.pt'
+    if path.exists():
+        return torch.load(path, weights_only=True)
+    tokens = encode_tokens(policy, model_frames(demos, policy.vitd.config.image_size), batch, progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + '.tmp')
+    torch.save(tokens, tmp)
+    tmp.replace(path)
+    return tokens
