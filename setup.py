@@ -37,6 +37,8 @@ setup(
             'string-perception-demo = string_perception.demo:main',
             'string-perception-sim = string_perception.ros.sim_camera:main',
             'string-perception-train-policy = string_perception.policy.train_bc:main',
+            'string_perception_policy = string_perception.ros.policy_node:main',
+            'string-perception-sim-aloha = string_perception.ros.sim_aloha_loop:main',
         ],
     },
 )

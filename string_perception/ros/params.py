@@ -221,9 +221,11 @@ def tracker_config(cfg: Mapping[str, Any]):
                          max_tracks=cfg['track_max_tracks'])
 
 
-def validate(name: str, value: Any, *, tf2: bool | None = None) -> Any:
-    """The value, checked (ints accepted for doubles and converted); ``ValueError`` says what is wrong."""
-    spec = SPECS.get(name)
+def validate(name: str, value: Any, *, tf2: bool | None = None,
+             specs: Mapping[str, ParamSpec] | None = None) -> Any:
+    """The value, checked (ints accepted for doubles and converted); ``ValueError`` says what is wrong.
+    ``specs``: another node's table (ros/policy_params.py); default this node's :data:`SPECS`."""
+    spec = (SPECS if specs is None else specs).get(name)
     if spec is None:
         raise ValueError(f'unknown parameter {name!r}')
     t = spec.type
