@@ -4,17 +4,18 @@ LOCKSTEP with a controller (the perception node + the policy node, launch/aloha_
 Each control step (50 Hz of simulated time) publishes the top camera as an RGB-D driver does (colour rgb8, depth
 16UC1 mm or 32FC1 m, CameraInfo; the recorder's / rollout.py's camera settings), ``/joint_states`` (the 14 joints
 of rollout.JOINT_NAMES, grippers normalised 0..1) and ``/clock``, all stamped with the simulated time; then waits
-for a command on ``--command-topic`` (sensor_msgs/JointState; default the policy node's) carrying that stamp and applies its positions (by joint name).
-No command within ``--command-timeout``: the last command is held (the start pose before any) and the step counts
-as a miss. Episodes are separated by ``--episode-gap`` simulated seconds, so the policy node restarts its action
-ensemble. Messages are rosbags objects published as CDR bytes (as sim_camera.py).
+for a command on ``--command-topic`` (sensor_msgs/JointState; default the policy node's) carrying that stamp and
+applies its positions (by joint name). No command within ``--command-timeout``: the last command is held (the
+start pose before any) and the step counts as a miss. Episodes are separated by ``--episode-gap`` simulated
+seconds, so the policy node restarts its action ensemble. Messages are rosbags objects published as CDR bytes
+(as sim_camera.py).
 
     string-perception-sim-aloha --seeds 0 1 2 --steps 400 --out runs/aloha_loop.json
 
 Per episode it prints one JSON line: seed, success (reward 4 at the end), max_reward (stage reached), steps,
 control steps per wall second, latency (ms, publishing the step's messages -> its command arriving) p50 / p99,
-misses (timeouts) and late (commands for an earlier stamp). ``--trace-dir`` keeps every step's frames, qpos and
-commands (npz) for tests.
+misses (timeouts) and late (commands for an earlier stamp). ``--trace-dir`` keeps every step's frames (as
+published), qpos and commands (npz) for tests.
 """
 from __future__ import annotations
 
@@ -134,15 +135,19 @@ class _Loop:
         self.node.destroy_node()
 
 
+def depth_image(depth_m: np.ndarray, encoding: str) -> np.ndarray:
+    """Depth in metres (0 = none) as published: 16UC1 -> uint16 mm [H,W], 32FC1 -> float32 m [H,W]."""
+    if encoding == '16UC1':
+        return np.clip(np.round(depth_m * 1000.0), 0, 65535).astype(np.uint16)
+    return depth_m.astype(np.float32)
+
+
 def _messages(obs, stamp_ns: int, args, joint_names):
     """(topic, rosbags message) of one observation."""
     from ..bags import messages as M
     Time = M.msg_type('builtin_interfaces/msg/Time')
     h, w = obs.color.shape[:2]
-    if args.depth_encoding == '16UC1':
-        depth = np.clip(np.round(obs.depth * 1000.0), 0, 65535).astype(np.uint16)        # [H,W] mm, 0 = none
-    else:
-        depth = obs.depth.astype(np.float32)                                             # [H,W] m, 0 = none
+    depth = depth_image(obs.depth, args.depth_encoding)
     joints = M.msg_type('sensor_msgs/msg/JointState')(
         header=M.header(stamp_ns, ''), name=list(joint_names), position=np.asarray(obs.qpos, np.float64),
         velocity=np.zeros(0), effort=np.zeros(0))
@@ -203,8 +208,9 @@ def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir
                 command = positions
                 stats.latencies_ms.append((got[0] - sent) * 1e3)
             if trace is not None:
-                for k, v in (('color', obs.color), ('depth', obs.depth), ('qpos', obs.qpos), ('stamp_ns', stamp),
-                             ('command', command), ('answered', positions is not None)):
+                for k, v in (('color', obs.color), ('depth', depth_image(obs.depth, args.depth_encoding)),
+                             ('qpos', obs.qpos), ('stamp_ns', stamp), ('command', command),
+                             ('answered', positions is not None)):
                     trace[k].append(v)
             scene.step(command)
             rewards[t] = scene.reward()
