@@ -1,0 +1,152 @@
+"""Behaviour-cloning pilot on the simulated ALOHA transfer-cube cell (issue 23): record demos, train, evaluate.
+
+    python benchmarks/aloha_policy.py record --episodes 50 --out runs/aloha_policy/demos --processes 2
+    python benchmarks/aloha_policy.py eval --policy runs/aloha_policy/bc/policy.onnx \
+        --perception runs/aloha_policy/bc/perception.onnx --seeds 1000:1050 --processes 2
+
+Demonstrations are the scripted demonstrator (sim/demos/scripted.py) on seeds 0.., observed every --frame-every
+steps (sim/demos/rollout.record_demonstration), one npz per episode. Evaluation seeds start at 1000 (held out).
+Training is `string-perception-train-policy` (string_perception/policy/train_bc.py). Report the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault('MUJOCO_GL', 'osmesa')
+os.environ.setdefault('LP_NUM_THREADS', '1')
+
+import numpy as np  # noqa: E402
+
+from string_perception.sim.demos.rollout import (OnnxActor, RolloutConfig, record_demonstration,  # noqa: E402
+                                                 run_episode)
+
+
+def _record(job) -> tuple:
+    seed, frame_every, out = job
+    c0 = time.process_time()
+    demo = record_demonstration(seed, frame_every)
+    np.savez_compressed(Path(out) / f'demo_{seed:06d}.npz', **demo)
+    return seed, bool(demo['success']), int(demo['reward'].max()), time.process_time() - c0
+
+
+def _pool_map(fn, jobs, processes):
+    if processes > 1:
+        with mp.get_context('spawn').Pool(processes) as pool:
+            yield from pool.imap(fn, jobs)
+    else:
+        yield from map(fn, jobs)
+
+
+def cmd_record(args) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    jobs = [(s, args.frame_every, str(args.out)) for s in range(args.first_seed, args.first_seed + args.episodes)]
+    print(f'load average {os.getloadavg()[0]:.2f}; recording {len(jobs)} demos, a frame every {args.frame_every} '
+          f'steps, {args.processes} process(es)', flush=True)
+    t0, rows = time.perf_counter(), []
+    for row in _pool_map(_record, jobs, args.processes):
+        rows.append(row)
+        print(f'seed {row[0]}: success {row[1]} max reward {row[2]} cpu {row[3]:.2f} s', flush=True)
+    ok = sum(r[1] for r in rows)
+    summary = dict(episodes=len(rows), success=ok, cpu_s=sum(r[3] for r in rows),
+                   wall_s=time.perf_counter() - t0, load_avg=os.getloadavg()[0])
+    print(json.dumps(summary), flush=True)
+    (args.out / 'record_summary.json').write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+class PrivilegedActor:
+    """act() of a privileged BC checkpoint (torch): the cube's initial position (seen at step 0) + qpos."""
+
+    def __init__(self, checkpoint):
+        import torch
+        from string_perception.policy.train_bc import load_policy
+        torch.set_num_threads(1)
+        _, self.head, self.cfg, _ = load_policy(checkpoint)
+        self.state = None
+
+    def __call__(self, obs):
+        import torch
+        from string_perception.policy.data import privileged_state
+        if obs.step == 0:
+            self.state = torch.as_tensor(privileged_state(obs.cube_xyz))[None]          # [1,3]
+        with torch.no_grad():
+            return self.head(self.state, torch.as_tensor(obs.qpos, dtype=torch.float32)[None])[0].numpy()
+
+    def rollout_config(self, **overrides):
+        base = dict(chunk_size=self.cfg.chunk_size, query_every=self.cfg.query_every,
+                    temporal_ensemble_m=self.cfg.temporal_ensemble_m)
+        return RolloutConfig(**{**base, **overrides})
+
+
+_ACTOR = None
+
+
+def _evaluate(job) -> dict:
+    global _ACTOR
+    seed, spec = job
+    if _ACTOR is None:
+        _ACTOR = (PrivilegedActor(spec['privileged']) if spec.get('privileged')
+                  else OnnxActor(spec['perception'], spec['policy']))
+    overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
+    r = run_episode(seed, _ACTOR, _ACTOR.rollout_config(**overrides))
+    return dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
+                cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
+
+
+def summarize(rows: list[dict]) -> dict:
+    n = len(rows)
+    stages = {k: sum(r['max_reward'] == k for r in rows) for k in range(5)}
+    return dict(episodes=n, success=sum(r['success'] for r in rows), success_rate=sum(r['success'] for r in rows) / n,
+                reached={k: sum(r['max_reward'] >= k for r in rows) for k in range(1, 5)}, max_stage=stages,
+                cpu_s_per_episode=float(np.mean([r['cpu_s'] for r in rows])),
+                render_cpu_s_per_episode=float(np.mean([r['render_cpu_s'] for r in rows])),
+                act_cpu_s_per_episode=float(np.mean([r['act_cpu_s'] for r in rows])))
+
+
+def cmd_eval(args) -> int:
+    a, b = (int(x) for x in args.seeds.split(':'))
+    spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged,
+                query_every=args.query_every)
+    jobs = [(s, spec) for s in range(a, b)]
+    print(f'load average {os.getloadavg()[0]:.2f}; evaluating {len(jobs)} seeds {a}..{b - 1}, '
+          f'{args.processes} process(es)', flush=True)
+    t0, rows = time.perf_counter(), []
+    for row in _pool_map(_evaluate, jobs, args.processes):
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    summary = {**summarize(rows), 'wall_s': time.perf_counter() - t0, 'load_avg': os.getloadavg()[0],
+               'spec': spec}
+    print(json.dumps(summary), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps({'summary': summary, 'episodes': rows}, indent=1))
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    r = sub.add_parser('record', help='scripted demonstrations')
+    r.add_argument('--episodes', type=int, default=50)
+    r.add_argument('--first-seed', type=int, default=0)
+    r.add_argument('--frame-every', type=int, default=4)
+    r.add_argument('--processes', type=int, default=1)
+    r.add_argument('--out', type=Path, required=True)
+    e = sub.add_parser('eval', help='closed-loop success on held-out seeds')
+    e.add_argument('--perception', help='perception ONNX (policy/export.py)')
+    e.add_argument('--policy', help='policy ONNX')
+    e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
+    e.add_argument('--seeds', default='1000:1050', help='first:end (held out: demos use 0..)')
+    e.add_argument('--query-every', type=int, help='override the policy file\'s query interval')
+    e.add_argument('--processes', type=int, default=1)
+    e.add_argument('--out', help='write summary + per-episode rows (JSON) here')
+    args = ap.parse_args(argv)
+    return {'record': cmd_record, 'eval': cmd_eval}[args.cmd](args)
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
