@@ -242,7 +242,10 @@ def summarize(episodes: list[EpisodeStats]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Console script; arguments after ``--ros-args`` (as launch_ros appends them) go to rclpy."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ros_args = argv[argv.index('--ros-args'):] if '--ros-args' in argv else []
+    args = build_parser().parse_args(argv[:len(argv) - len(ros_args)])
     if args.steps < 1 or args.command_timeout <= 0:
         print('string-perception-sim-aloha: need --steps >= 1 and --command-timeout > 0', file=sys.stderr)
         return 2
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig
     from ..sim.demos.transfer_cube import CONTROL_DT, TransferCubeScene
     import rclpy
-    rclpy.init(args=None)
+    rclpy.init(args=['string-perception-sim-aloha', *ros_args])
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     loop = _Loop(args, JOINT_NAMES)
     episodes: list[EpisodeStats] = []

@@ -1,0 +1,54 @@
+"""The closed loop over ROS: simulated ALOHA cell (lockstep) -> perception node -> policy node -> simulator.
+
+    ros2 launch string_perception aloha_policy.launch.py model_path:=perception.onnx policy_model_path:=policy.onnx
+    ros2 launch string_perception aloha_policy.launch.py ... seeds:=0,1,2 steps:=400 results:=/tmp/loop.json
+
+The simulator (string-perception-sim-aloha) runs transfer-cube episodes, one per seed, publishing the top camera,
+/joint_states and /clock at each control step and waiting for the policy node's ~/joint_command with that stamp
+(string_perception/ros/aloha_launch.py wires the topics). ``use_sim_time`` (default true) puts both nodes on the
+simulator's /clock; ``loopback_only`` keeps DDS on this host (the shipped Fast DDS profile). The simulator exits
+after the last episode and prints / writes (``results``) success, control rate and image-stamp -> command latency.
+"""
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
+from launch_ros.substitutions import FindPackageShare
+
+from string_perception.ros.aloha_launch import DEFAULT_POLICY_NODE_NAME, aloha_policy_actions
+
+PACKAGE = 'string_perception'
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = FindPackageShare(PACKAGE)
+    loopback = IfCondition(LaunchConfiguration('loopback_only'))
+    args = [
+        DeclareLaunchArgument('model_path', default_value='',
+                              description='perception ONNX whose embedding the policy consumes (empty = shipped)'),
+        DeclareLaunchArgument('policy_model_path', description='policy ONNX (runtime/policy_model.py contract)',
+                              default_value=''),
+        DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated cube seeds'),
+        DeclareLaunchArgument('steps', default_value='400', description='control steps per episode'),
+        DeclareLaunchArgument('results', default_value='', description='JSON file for the episode results'),
+        DeclareLaunchArgument('namespace', default_value='', description='namespace of the two nodes'),
+        DeclareLaunchArgument('perception_node_name', default_value=PACKAGE),
+        DeclareLaunchArgument('policy_node_name', default_value=DEFAULT_POLICY_NODE_NAME),
+        DeclareLaunchArgument('config', default_value=PathJoinSubstitution([share, 'config', 'default.yaml']),
+                              description='perception node parameters file'),
+        DeclareLaunchArgument('use_sim_time', default_value='true', choices=['true', 'false']),
+        DeclareLaunchArgument('log_level', default_value='info',
+                              choices=['debug', 'info', 'warn', 'error', 'fatal']),
+        DeclareLaunchArgument('loopback_only', default_value='true', choices=['true', 'false'],
+                              description='keep DDS traffic on this host (the shipped Fast DDS profile)'),
+        DeclareLaunchArgument('fastdds_profile',
+                              default_value=PathJoinSubstitution([share, 'config', 'fastdds_loopback.xml'])),
+    ]
+    return LaunchDescription([
+        *args,
+        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
+        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
+                               condition=loopback),
+        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        OpaqueFunction(function=aloha_policy_actions),
+    ])
