@@ -50,6 +50,7 @@ class EpisodeStats:
     latency_ms_p99: float = float('nan')
     misses: int = 0
     late: int = 0
+    stage_ms: dict = field(default_factory=dict)          # mean wall ms per step: render, publish, wait, physics
     latencies_ms: list = field(default_factory=list, repr=False)
 
     def summary(self) -> dict:
@@ -196,10 +197,13 @@ def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir
     wall0 = time.monotonic()
     try:
         for t in range(args.steps):
+            w0 = time.monotonic()
             obs = camera.observe(t)
             stamp = t0_ns + t * dt_ns
+            w1 = time.monotonic()
             sent = loop.publish(_messages(obs, stamp, args, joint_names))
             got, late = loop.wait_command(stamp, args.command_timeout)
+            w2 = time.monotonic()
             stats.late += late
             positions = None if got is None else _command_positions(got[1], joint_names)
             if positions is None:
@@ -214,6 +218,9 @@ def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir
                     trace[k].append(v)
             scene.step(command)
             rewards[t] = scene.reward()
+            for k, v in (('render', w1 - w0), ('publish', sent - w1), ('wait', w2 - sent),
+                         ('physics', time.monotonic() - w2)):
+                stats.stage_ms[k] = stats.stage_ms.get(k, 0.0) + v * 1e3 / args.steps
     finally:
         camera.close()
     stats.wall_s = time.monotonic() - wall0
