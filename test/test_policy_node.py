@@ -199,6 +199,28 @@ class _Peer:
         self.pub_e.publish(img)
 
 
+def _interface_graph():
+    from string_perception.ros.interface import POLICY_TOPICS
+    full = {t.name: f'/{PP.NODE_NAME}/{t.name[2:]}' if t.name.startswith('~/') else
+            t.name if t.name.startswith('/') else f'/{t.name}' for t in POLICY_TOPICS}
+    return ({full[t.name]: t.type for t in POLICY_TOPICS if t.direction == 'out'},
+            {full[t.name]: t.type for t in POLICY_TOPICS if t.direction == 'in'})
+
+
+def _graph(node, timeout=30.0):
+    """(publishers, subscriptions) of the node as {topic: type} once they equal the interface's (or after timeout)."""
+    want, deadline = _interface_graph(), time.monotonic() + timeout
+    while True:
+        name = node.get_name()
+        pubs = {t: ty[0] for t, ty in node.get_publisher_names_and_types_by_node(name, '/')
+                if t not in ('/rosout', '/parameter_events') and 'transition_event' not in t}
+        subs = {t: ty[0] for t, ty in node.get_subscriber_names_and_types_by_node(name, '/')
+                if t != '/parameter_events'}
+        if (pubs, subs) == want or time.monotonic() > deadline:
+            return pubs, subs
+        time.sleep(0.1)
+
+
 @pytest.mark.ros
 @pytest.mark.slow
 def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatch, tmp_path):
@@ -221,6 +243,7 @@ def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatc
             node.set_parameters([Parameter('model_path', value=str(path))])
             assert node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
             assert peer.wait_matched()
+            assert _graph(node) == _interface_graph()                  # README's POLICY_TOPICS = what it does
             base = 5 * 10**9
             stamps = [base + t * DT_NS for t in range(6)]
             for t, s in enumerate(stamps):
@@ -272,3 +295,18 @@ def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatc
             peer.peer.destroy_node()
             node.destroy_node()
             rclpy.shutdown(context=ctx)
+
+
+def test_readme_policy_tables_are_generated_where_the_markers_are():
+    from string_perception.ros import interface as I
+    readme = (I.MARKERS['parameters'][0] + '\nold\n' + I.MARKERS['parameters'][1] + '\n' + I.MARKERS['topics'][0]
+              + '\nold\n' + I.MARKERS['topics'][1] + '\n')
+    assert I.MARKERS['policy_parameters'][0] not in I.render_readme(readme)       # optional: absent stays absent
+    both = readme + '\n'.join(f'{I.MARKERS[k][0]}\nold\n{I.MARKERS[k][1]}' for k in I.OPTIONAL_MARKERS) + '\n'
+    text = I.render_readme(both)
+    rows = text.split(I.MARKERS['policy_parameters'][0])[1].split(I.MARKERS['policy_parameters'][1])[0]
+    assert [r.split('|')[1].strip(' `') for r in rows.strip().splitlines()[2:]] == [p.name for p in PP.PARAMS]
+    topics = text.split(I.MARKERS['policy_topics'][0])[1].split(I.MARKERS['policy_topics'][1])[0]
+    assert [r.split('|')[2].strip(' `') for r in topics.strip().splitlines()[2:]] == [t.name for t in
+                                                                                      I.POLICY_TOPICS]
+    assert I.render_readme(text) == text

@@ -3,7 +3,9 @@
 :data:`TOPICS` lists every topic the node subscribes or publishes: name (relative names are remapped, ``~/``
 is the node's namespace), message type, QoS and when messages flow. ``test/test_readme_tables.py`` checks the list
 against a running node and the README's tables against :func:`parameter_table` / :func:`topic_table`;
-``scripts/readme_tables.py`` rewrites the README between the markers. ROS-free.
+``scripts/readme_tables.py`` rewrites the README between the markers. ROS-free. :data:`POLICY_TOPICS` and
+``policy_params.PARAMS`` are the policy node's (``ros/policy_node.py``), written where the README has the
+``policy_parameters`` / ``policy_topics`` markers.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from . import params as P
 
-__all__ = ['Topic', 'TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS']
+__all__ = ['Topic', 'TOPICS', 'POLICY_TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS']
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,24 @@ TOPICS: tuple[Topic, ...] = (
           'with publish_tf: each published track as frame <tf_prefix><id>, parent = the detections\' frame'),
 )
 
+_POLICY_QOS = 'input_qos_* (default reliable, keep last 10)'
+POLICY_TOPICS: tuple[Topic, ...] = (     # the policy node (ros/policy_node.py)
+    Topic('in', 'embedding', 'sensor_msgs/msg/Image', _POLICY_QOS,
+          "while active: 32FC1, 1 x E policy embedding (remap to the perception node's ~/embedding)"),
+    Topic('in', 'joint_states', 'sensor_msgs/msg/JointState', _POLICY_QOS,
+          "while active: the policy's joint_names by name (grippers normalised 0..1), paired with embedding by stamp"),
+    Topic('out', '~/joint_command', 'sensor_msgs/msg/JointState', 'output_qos_* (default reliable, keep last 10)',
+          'one per answered pair: stamp = the embedding\'s, name = the policy\'s joint_names, position = targets'),
+    Topic('out', '/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', 'reliable, keep last 10',
+          'every diagnostics_period seconds while configured'),
+)
+
 MARKERS = {'parameters': ('<!-- parameters:begin (scripts/readme_tables.py) -->', '<!-- parameters:end -->'),
-           'topics': ('<!-- topics:begin (scripts/readme_tables.py) -->', '<!-- topics:end -->')}
+           'topics': ('<!-- topics:begin (scripts/readme_tables.py) -->', '<!-- topics:end -->'),
+           'policy_parameters': ('<!-- policy_parameters:begin (scripts/readme_tables.py) -->',
+                                 '<!-- policy_parameters:end -->'),
+           'policy_topics': ('<!-- policy_topics:begin (scripts/readme_tables.py) -->', '<!-- policy_topics:end -->')}
+OPTIONAL_MARKERS = ('policy_parameters', 'policy_topics')   # filled when the README has them
 
 
 def _cell(text: str) -> str:
@@ -74,19 +92,19 @@ def _default(p: P.ParamSpec) -> str:
     return json.dumps(p.default)
 
 
-def parameter_table() -> str:
-    """Markdown table of every parameter in ``params.PARAMS`` (declaration order)."""
+def parameter_table(params: tuple[P.ParamSpec, ...] = P.PARAMS) -> str:
+    """Markdown table of every parameter in ``params`` (default the perception node's; declaration order)."""
     rows = ['| parameter | type | default | range | applies | description |', '| --- | --- | --- | --- | --- | --- |']
-    for p in P.PARAMS:
+    for p in params:
         rows.append(f'| `{p.name}` | {p.type} | `{_cell(_default(p))}` | {_cell(p.range_text())} | '
                     f'{"at once" if p.live else "at configure"} | {_cell(p.description)} |')
     return '\n'.join(rows)
 
 
-def topic_table() -> str:
-    """Markdown table of :data:`TOPICS`."""
+def topic_table(topics: tuple[Topic, ...] = TOPICS) -> str:
+    """Markdown table of ``topics`` (default :data:`TOPICS`)."""
     rows = ['| | topic | type | QoS | when |', '| --- | --- | --- | --- | --- |']
-    for t in TOPICS:
+    for t in topics:
         rows.append(f'| {t.direction} | `{t.name}` | `{t.type}` | {_cell(t.qos)} | {_cell(t.when)} |')
     return '\n'.join(rows)
 
@@ -101,6 +119,12 @@ def replace_between_markers(text: str, key: str, body: str) -> str:
 
 
 def render_readme(text: str) -> str:
-    """The README with both generated tables brought up to date."""
+    """The README with the generated tables brought up to date (the policy node's where it has their markers)."""
+    from . import policy_params as PP
     text = replace_between_markers(text, 'parameters', parameter_table())
-    return replace_between_markers(text, 'topics', topic_table())
+    text = replace_between_markers(text, 'topics', topic_table())
+    for key, body in (('policy_parameters', lambda: parameter_table(PP.PARAMS)),
+                      ('policy_topics', lambda: topic_table(POLICY_TOPICS))):
+        if MARKERS[key][0] in text:
+            text = replace_between_markers(text, key, body())
+    return text
