@@ -55,19 +55,33 @@ def linear_test_policy(path: Path, embed_dim: int) -> Path:
     return path
 
 
-def run_offline(perception: str, policy: str, seeds: list[int], steps: int) -> dict:
+def run_offline(perception: str, policy: str, seeds: list[int], steps: int, trace: Path | None = None) -> dict:
+    """rollout.run_episode per seed; with ``trace`` (the ROS loop's --trace-dir) also the largest |qpos| difference
+    between the two loops at the query steps (the same files and inputs give the same trajectory)."""
     from string_perception.sim.demos.rollout import OnnxActor, run_episode
     actor = OnnxActor(perception, policy)
     config = actor.rollout_config(steps=steps)
     episodes = []
     for seed in seeds:
+        seen = {}                                                     # query step -> qpos [14]
+
+        def act(obs):
+            seen[obs.step] = obs.qpos
+            return actor(obs)
         w0 = time.monotonic()
-        r = run_episode(seed, actor, config)
+        r = run_episode(seed, act, config)
         wall = time.monotonic() - w0
-        episodes.append({'seed': seed, 'success': r.success, 'max_reward': r.max_reward, 'wall_s': wall,
-                         'steps_per_s': steps / wall, 'queries': r.queries})
-        print(f'[offline] seed {seed}: success {r.success}, max reward {r.max_reward}, {steps / wall:.1f} steps/s',
-              flush=True)
+        ep = {'seed': seed, 'success': r.success, 'max_reward': r.max_reward, 'wall_s': wall,
+              'steps_per_s': steps / wall, 'queries': r.queries}
+        if trace is not None and (trace / f'episode_{seed:06d}.npz').is_file():
+            ros_qpos = np.load(trace / f'episode_{seed:06d}.npz')['qpos']                  # [T,14]
+            ep['max_qpos_diff_vs_ros'] = float(max(np.abs(ros_qpos[t] - q).max() for t, q in seen.items()))
+            ep['reward_trace_equal_to_ros'] = bool(np.array_equal(
+                np.load(trace / f'episode_{seed:06d}.npz')['rewards'], r.rewards))
+        episodes.append(ep)
+        print(f'[offline] seed {seed}: success {r.success}, max reward {r.max_reward}, {steps / wall:.1f} steps/s'
+              + (f", max |qpos - ROS qpos| {ep['max_qpos_diff_vs_ros']:.2e} rad, same rewards "
+                 f"{ep['reward_trace_equal_to_ros']}" if 'max_qpos_diff_vs_ros' in ep else ''), flush=True)
     wall = sum(e['wall_s'] for e in episodes)
     return {'episodes': episodes, 'summary': {
         'episodes': len(episodes), 'success_rate': float(np.mean([e['success'] for e in episodes])),
@@ -76,7 +90,7 @@ def run_offline(perception: str, policy: str, seeds: list[int], steps: int) -> d
 
 
 def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Path, domain: int,
-            depth_encoding: str) -> dict:
+            depth_encoding: str, trace: Path | None = None) -> dict:
     from string_perception.child_process import ChildProcess
     from string_perception.ros.dds_env import merged_dds_env
     from string_perception.ros.node import READY_LINE as NODE_READY, node_command
@@ -98,7 +112,8 @@ def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Pa
             raise RuntimeError('nodes did not start:\n' + '\n'.join(p.log() for p in procs))
         sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.ros.sim_aloha_loop', '--seeds',
                                    *map(str, seeds), '--steps', str(steps), '--out', str(out),
-                                   '--depth-encoding', depth_encoding], env, work / 'sim.log', cwd=REPO)
+                                   '--depth-encoding', depth_encoding,
+                                   *(['--trace-dir', str(trace)] if trace else [])], env, work / 'sim.log', cwd=REPO)
         procs.append(sim)
         rc = sim.wait(timeout=24 * 3600)
         if rc != 0:
@@ -117,6 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument('--steps', type=int, default=400)
     ap.add_argument('--depth-encoding', default='16UC1', choices=('16UC1', '32FC1'),
                     help='depth the sim publishes (32FC1 m is exactly what the offline loop feeds the model)')
+    ap.add_argument('--compare-trajectories', action='store_true',
+                    help='keep the ROS trace (frames, qpos, commands) in the workdir and compare the offline qpos at '
+                         'every query step with it')
     ap.add_argument('--skip-offline', action='store_true')
     ap.add_argument('--skip-ros', action='store_true')
     ap.add_argument('--domain', type=int, default=0, help='ROS_DOMAIN_ID (default: a free one in 1..101)')
@@ -143,11 +161,12 @@ def main(argv=None) -> int:
                   'steps': a.steps, 'depth_encoding': a.depth_encoding, 'load_start': load()}
         print(f'[aloha_ros_loop] {len(seeds)} seeds x {a.steps} steps; perception {perception}; policy '
               f'{result["policy"]}; ROS_DOMAIN_ID {dom}; {load()}', flush=True)
+        trace = work / 'trace' if a.compare_trajectories else None
         if not a.skip_ros:
-            result['ros'] = run_ros(perception, policy, seeds, a.steps, work, dom, a.depth_encoding)
+            result['ros'] = run_ros(perception, policy, seeds, a.steps, work, dom, a.depth_encoding, trace)
             result['load_after_ros'] = load()
         if not a.skip_offline:
-            result['offline'] = run_offline(perception, policy, seeds, a.steps)
+            result['offline'] = run_offline(perception, policy, seeds, a.steps, trace)
             result['load_after_offline'] = load()
     print('| loop | episodes | success | mean max reward | control steps/s | latency p50 / p99 ms | misses |')
     print('| --- | --- | --- | --- | --- | --- | --- |')
