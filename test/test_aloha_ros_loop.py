@@ -79,3 +79,28 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
             if t % Q == 0:
                 ens.add(t, linear_policy_actions(policy, emb[None], z['qpos'][t][None].astype(np.float32))[0])
             assert np.allclose(z['command'][t], ens.action(t), atol=1e-5), (seed, t)
+
+
+def test_command_positions_are_read_by_name_and_bad_commands_refused():
+    from types import SimpleNamespace as Msg
+
+    from string_perception.ros.sim_aloha_loop import _command_positions, depth_image
+    names = ('a', 'b', 'c')
+    assert _command_positions(Msg(name=['c', 'x', 'a', 'b'], position=[3.0, 9.0, 1.0, 2.0]), names).tolist() == \
+        [1.0, 2.0, 3.0]
+    assert _command_positions(Msg(name=['a', 'b'], position=[1.0, 2.0]), names) is None             # a joint missing
+    assert _command_positions(Msg(name=['a', 'b', 'c'], position=[1.0, 2.0]), names) is None        # lengths differ
+    assert _command_positions(Msg(name=['a', 'b', 'c'], position=[1.0, float('nan'), 3.0]), names) is None
+    d = np.array([[0.0, 1.2344, 70.0]], np.float32)
+    assert depth_image(d, '16UC1').tolist() == [[0, 1234, 65535]] and depth_image(d, '16UC1').dtype == np.uint16
+    assert depth_image(d, '32FC1').dtype == np.float32
+
+
+def test_sim_without_a_controller_exits_with_a_clear_message(tmp_path):
+    from string_perception.ros.sim_aloha_loop import READY_LINE
+    with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
+        sim = pg.start_python('sim', ['-m', 'string_perception.ros.sim_aloha_loop', '--steps', '2',
+                                      '--start-timeout', '2', '--ros-args', '-r', '__node:=sim_test'])
+        assert sim.wait(timeout=120) == 1, pg.logs()
+        log = sim.log()
+    assert 'no command within 2 s' in log and READY_LINE not in log and 'Traceback' not in log
