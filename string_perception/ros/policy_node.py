@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import policy_params as PP
+from .params import AUTO_PROVIDERS
 from .diagnostics import NodeStats, diagnostic_array
 from .messages import copy_header, stamp_to_ns
 
@@ -138,7 +139,7 @@ class PolicyNode(LifecycleNode):
         from ..runtime.policy_stepper import PolicyStepper
         try:
             cfg = PP.validate_all(PP.read_all(self))
-            providers = usable_providers() if cfg['providers'] == [PP.P.AUTO_PROVIDERS] else cfg['providers']
+            providers = usable_providers() if cfg['providers'] == [AUTO_PROVIDERS] else cfg['providers']
             self.model = PolicyModel(Path(cfg['model_path']).expanduser(), providers=tuple(providers),
                                      intra_op_threads=cfg['intra_op_threads'])
             self.stepper = PolicyStepper(self.model, query_every=cfg['query_every'],
