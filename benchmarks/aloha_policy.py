@@ -83,6 +83,27 @@ class PrivilegedActor:
         return RolloutConfig(**{**base, **overrides})
 
 
+class TorchActor:
+    """act() of a vision BC checkpoint in PyTorch (for variants the ONNX pair cannot express, e.g. pool_points):
+    the frame through runtime.prepare_inputs, as OnnxActor does."""
+
+    def __init__(self, checkpoint):
+        import torch
+        from string_perception.policy.train_bc import load_policy
+        torch.set_num_threads(1)
+        self.policy, _, self.cfg, _ = load_policy(checkpoint)
+
+    def __call__(self, obs):
+        import torch
+        from string_perception.runtime.preprocess import prepare_inputs
+        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size)
+        with torch.no_grad():
+            return self.policy(*(torch.as_tensor(v) for v in inp.feed().values()),
+                               torch.as_tensor(obs.qpos, dtype=torch.float32)[None])[0].numpy()   # [K,14]
+
+    rollout_config = PrivilegedActor.rollout_config
+
+
 _ACTOR = None
 
 
@@ -91,6 +112,7 @@ def _evaluate(job) -> dict:
     seed, spec = job
     if _ACTOR is None:
         _ACTOR = (PrivilegedActor(spec['privileged']) if spec.get('privileged')
+                  else TorchActor(spec['torch']) if spec.get('torch')
                   else OnnxActor(spec['perception'], spec['policy']))
     overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
     r = run_episode(seed, _ACTOR, _ACTOR.rollout_config(**overrides))
@@ -110,7 +132,7 @@ def summarize(rows: list[dict]) -> dict:
 
 def cmd_eval(args) -> int:
     a, b = (int(x) for x in args.seeds.split(':'))
-    spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged,
+    spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged, torch=args.torch,
                 query_every=args.query_every)
     jobs = [(s, spec) for s in range(a, b)]
     print(f'load average {os.getloadavg()[0]:.2f}; evaluating {len(jobs)} seeds {a}..{b - 1}, '
@@ -140,6 +162,7 @@ def main(argv=None) -> int:
     e.add_argument('--perception', help='perception ONNX (policy/export.py)')
     e.add_argument('--policy', help='policy ONNX')
     e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
+    e.add_argument('--torch', help='a vision BC checkpoint run in PyTorch instead of the ONNX pair')
     e.add_argument('--seeds', default='1000:1050', help='first:end (held out: demos use 0..)')
     e.add_argument('--query-every', type=int, help='override the policy file\'s query interval')
     e.add_argument('--processes', type=int, default=1)

@@ -180,3 +180,19 @@ def test_exported_files_match_torch_and_drive_the_rollout_actor(workdir, tmp_pat
     np.testing.assert_allclose(actor.embedding(obs), e.numpy(), atol=1e-4)
     np.testing.assert_allclose(actor(obs), ref, atol=1e-4)
     assert actor.rollout_config().query_every == 4
+
+
+def test_pool_points_appends_the_attended_point(workdir):
+    policy, head = build_policy(_cfg(workdir, 'unused', pool_points=True))
+    policy.eval()
+    frames = model_frames(load_demos(workdir / 'demos')[:1], TINY['image_size'])
+    img, dep, K = (torch.as_tensor(frames[k]) for k in ('image', 'depth', 'intrinsics'))
+    with torch.no_grad():
+        tokens, points = policy.tokens(img, dep, K), policy.points(img, dep, K)
+        e = policy.embedding_from_tokens(tokens, points)
+        assert e.shape == (4, TINY['embed_dim'] + 3) and head.embed_dim == TINY['embed_dim'] + 3
+        torch.testing.assert_close(e[:, :-3], policy.vitd.policy_head(tokens))
+        # a key of zeros scores every token the same: the pooled point is the mean patch point
+        torch.nn.init.zeros_(policy.vitd.policy_head.key.weight)
+        torch.nn.init.zeros_(policy.vitd.policy_head.key.bias)
+        torch.testing.assert_close(policy.embedding_from_tokens(tokens, points)[:, -3:], points.mean(1))

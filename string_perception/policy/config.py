@@ -20,6 +20,8 @@ class PolicyConfig:
     finetune: bool = False                      # False: encoder frozen, tokens cached once (fp16), only the
                                                 # PolicyHead + chunk head train; True: end to end (slow on CPU)
     encoder_lr: float = 1e-5                    # with finetune
+    pool_points: bool = False                   # experimental: the chunk head also gets the 3D point the
+                                                # PolicyHead attends to (model.BCPolicy.embedding_from_tokens)
     # action chunks (ACT): K actions at 50 Hz
     chunk_size: int = 50
     query_every: int = 10

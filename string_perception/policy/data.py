@@ -120,6 +120,16 @@ def encode_tokens(policy, frames: dict[str, np.ndarray], batch: int = 32, progre
     return torch.cat(chunks)                                                  # [F,N,D]
 
 
+@torch.no_grad()
+def encode_points(policy, frames: dict[str, np.ndarray], batch: int = 64) -> torch.Tensor:
+    """The tokens' patch points of every frame (tokenizer only, cheap): float32 [F,N,3]."""
+    policy.eval()
+    n = len(frames['image'])
+    return torch.cat([policy.points(torch.as_tensor(frames['image'][i:i + batch]),
+                                    torch.as_tensor(frames['depth'][i:i + batch]),
+                                    torch.as_tensor(frames['intrinsics'][i:i + batch])) for i in range(0, n, batch)])
+
+
 def file_sha256(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

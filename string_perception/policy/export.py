@@ -98,6 +98,9 @@ def export_policy(checkpoint, out_dir, *, verify_frames: int = 2, log=print) -> 
     policy, head, cfg, ck = load_policy(checkpoint)
     if policy is None:
         raise ValueError(f'{checkpoint}: a privileged policy (cube position input) has no perception model')
+    if cfg.pool_points:
+        raise ValueError(f'{checkpoint}: pool_points policies are experimental (the perception ONNX has no pooled '
+                         'point output yet)')
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     vitd_ckpt = out / 'perception.pt'

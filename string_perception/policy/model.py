@@ -46,12 +46,14 @@ class ChunkHead(nn.Module):
 class BCPolicy(nn.Module):
     """ViTD encoder + its PolicyHead (the embedding the perception node publishes) + ChunkHead."""
 
-    def __init__(self, vitd: ViTD, chunk_head: ChunkHead):
+    def __init__(self, vitd: ViTD, chunk_head: ChunkHead, pool_points: bool = False):
         super().__init__()
-        if chunk_head.embed_dim != vitd.config.embed_dim:
-            raise ValueError(f'chunk head takes {chunk_head.embed_dim}-D embeddings, the ViTD gives '
-                             f'{vitd.config.embed_dim}')
-        self.vitd, self.chunk_head = vitd, chunk_head
+        want = vitd.config.embed_dim + (3 if pool_points else 0)
+        if chunk_head.embed_dim != want:
+            raise ValueError(f'chunk head takes {chunk_head.embed_dim}-D inputs, the ViTD gives {want}')
+        if pool_points and vitd.config.policy_pool != 'attention':
+            raise ValueError('pool_points needs the attention-pooling PolicyHead')
+        self.vitd, self.chunk_head, self.pool_points = vitd, chunk_head, pool_points
 
     def freeze_encoder(self) -> None:
         """Everything of the ViTD but its PolicyHead stops training (the box / class heads are unused here)."""
@@ -63,13 +65,29 @@ class BCPolicy(nn.Module):
         t = self.vitd.tokenize(image, depth, K)
         return self.vitd.fuse_tokens(self.vitd.encoder(t['x'], t['coords']))          # [B,N,D]
 
-    def embedding_from_tokens(self, tokens: Tensor) -> Tensor:
-        return self.vitd.policy_head(tokens)                                           # [B,E]
+    def points(self, image: Tensor, depth: Tensor, K: Tensor) -> Tensor:
+        """The tokens' back-projected patch points [B,N,3] (camera frame, metres): tokenizer only, no encoder."""
+        return self.vitd.tokenize(image, depth, K)['points']
 
-    def forward_from_tokens(self, tokens: Tensor, qpos: Tensor, normalized: bool = False) -> Tensor:
-        e = self.embedding_from_tokens(tokens)                                         # [B,E]
+    def embedding_from_tokens(self, tokens: Tensor, points: Tensor | None = None) -> Tensor:
+        """[B,E] policy embedding; with pool_points also the 3D point the PolicyHead's attention pools: [B,E+3].
+
+        STRING / RoPE tokens carry no absolute position (attention only sees coordinate differences), so a pooled
+        embedding cannot say WHERE the attended patch is; pool_points adds that as the attention-weighted patch
+        point (experimental: not in the exported perception model)."""
+        e = self.vitd.policy_head(tokens)                                              # [B,E]
+        if not self.pool_points:
+            return e
+        ph = self.vitd.policy_head
+        w = torch.softmax((ph.key(tokens) @ ph.query) * ph.scale, dim=-1)             # [B,N]
+        return torch.cat([e, (w.unsqueeze(1) @ points).squeeze(1)], dim=-1)           # [B,E+3]
+
+    def forward_from_tokens(self, tokens: Tensor, qpos: Tensor, normalized: bool = False,
+                            points: Tensor | None = None) -> Tensor:
+        e = self.embedding_from_tokens(tokens, points)                                 # [B,E(+3)]
         return self.chunk_head.forward_normalized(e, qpos) if normalized else self.chunk_head(e, qpos)
 
     def forward(self, image: Tensor, depth: Tensor, K: Tensor, qpos: Tensor, normalized: bool = False) -> Tensor:
         """A frame batch + joint states -> actions [B,K,J]."""
-        return self.forward_from_tokens(self.tokens(image, depth, K), qpos, normalized)
+        points = self.points(image, depth, K) if self.pool_points else None
+        return self.forward_from_tokens(self.tokens(image, depth, K), qpos, normalized, points)

@@ -29,7 +29,7 @@ from ..model.vitd import load_checkpoint
 from ..sim.demos.rollout import JOINT_NAMES
 from ..training.train import CsvLog, lr_factor, param_groups, provenance, rng_state, set_rng_state
 from .config import PolicyConfig
-from .data import build_samples, cached_tokens, load_demos, masked_l1, model_frames, statistics
+from .data import build_samples, cached_tokens, encode_points, load_demos, masked_l1, model_frames, statistics
 from .model import BCPolicy, ChunkHead
 
 CHECKPOINT_FORMAT = 'string_perception.bc_policy'
@@ -39,9 +39,9 @@ PRIVILEGED_DIM = 3
 def build_policy(cfg: PolicyConfig) -> tuple[BCPolicy | None, ChunkHead]:
     """(BCPolicy on the configured ViTD checkpoint, its chunk head) or, privileged, (None, chunk head on 3-D)."""
     vitd = load_checkpoint(cfg.encoder_checkpoint)[0] if cfg.observation == 'vision' else None
-    embed_dim = vitd.config.embed_dim if vitd is not None else PRIVILEGED_DIM
+    embed_dim = vitd.config.embed_dim + 3 * cfg.pool_points if vitd is not None else PRIVILEGED_DIM
     head = ChunkHead(embed_dim, len(JOINT_NAMES), cfg.chunk_size, cfg.hidden, cfg.layers, cfg.dropout)
-    return (BCPolicy(vitd, head) if vitd is not None else None), head
+    return (BCPolicy(vitd, head, cfg.pool_points) if vitd is not None else None), head
 
 
 def load_policy(path, map_location='cpu') -> tuple[BCPolicy | None, ChunkHead, PolicyConfig, dict]:
@@ -57,7 +57,7 @@ def load_policy(path, map_location='cpu') -> tuple[BCPolicy | None, ChunkHead, P
     if ck.get('vitd') is not None:
         vitd = build_model(ck['vitd_config'])
         vitd.load_state_dict(ck['vitd'])
-        policy = BCPolicy(vitd, head).eval()
+        policy = BCPolicy(vitd, head, cfg.pool_points).eval()
     return policy, head.eval(), cfg, ck
 
 
@@ -79,8 +79,9 @@ def _save(path: Path, cfg, policy, head, optimizer, step, best, metrics) -> None
 class _Predictor:
     """Normalised action chunks [B,K,J] for a batch, from cached tokens, frames (finetune) or the cube state."""
 
-    def __init__(self, cfg: PolicyConfig, policy, head, tokens, frames):
+    def __init__(self, cfg: PolicyConfig, policy, head, tokens, frames, points=None):
         self.cfg, self.policy, self.head, self.tokens, self.frames = cfg, policy, head, tokens, frames
+        self.points = points                                                        # [F,N,3] with pool_points
 
     def __call__(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.policy is None:
@@ -89,7 +90,9 @@ class _Predictor:
             f = b['frame'].numpy()
             return self.policy(torch.as_tensor(self.frames['image'][f]), torch.as_tensor(self.frames['depth'][f]),
                                torch.as_tensor(self.frames['intrinsics'][f]), b['qpos'], normalized=True)
-        return self.policy.forward_from_tokens(self.tokens[b['frame']].float(), b['qpos'], normalized=True)
+        points = self.points[b['frame']] if self.points is not None else None
+        return self.policy.forward_from_tokens(self.tokens[b['frame']].float(), b['qpos'], normalized=True,
+                                               points=points)
 
 
 def _normalized_target(head: ChunkHead, target: torch.Tensor) -> torch.Tensor:
@@ -123,7 +126,7 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
     head.set_statistics(**statistics(train_demos))
     train_s = build_samples(train_demos, cfg.chunk_size)
     val_s = build_samples(val_demos, cfg.chunk_size, frame_offset=len(train_s))
-    tokens = frames = None
+    tokens = frames = points = None
     c0 = time.process_time()
     if policy is not None:
         if cfg.finetune:
@@ -131,6 +134,8 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
         else:
             policy.freeze_encoder()
             tokens = cached_tokens(policy, demos, cfg.encoder_checkpoint, cfg.demos, cfg.encode_batch, progress)
+            if cfg.pool_points:
+                points = encode_points(policy, model_frames(demos, policy.vitd.config.image_size))
     encode_cpu_s = time.process_time() - c0
     modules = torch.nn.ModuleDict({'head': head, **({'vitd': policy.vitd} if policy is not None else {})})
     groups = param_groups(head, cfg.weight_decay)
@@ -156,7 +161,7 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
         optimizer.load_state_dict(ck['optimizer'])
         set_rng_state(ck['rng'])
         step, best = int(ck['step']), float(ck['best'])
-    predict = _Predictor(cfg, policy, head, tokens, frames)
+    predict = _Predictor(cfg, policy, head, tokens, frames, points)
     log = CsvLog(out / 'log.csv')
     val_l1 = math.nan
     t_start, c_start = time.perf_counter(), time.process_time()
