@@ -1,6 +1,7 @@
 """Behaviour-cloning pilot on the simulated ALOHA transfer-cube cell (issue 23): record demos, train, evaluate.
 
     python benchmarks/aloha_policy.py record --episodes 50 --out runs/aloha_policy/demos --processes 2
+    python benchmarks/aloha_policy.py step-error runs/aloha_policy/bc/best.pt --demos runs/aloha_policy/demos
     python benchmarks/aloha_policy.py eval --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --seeds 1000:1050 --processes 2
 
@@ -149,6 +150,44 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_step_error(args) -> int:
+    """L1 (radians, masked) of each checkpoint's chunks against the demos' own, at given steps, split train / val:
+    where in the episode a policy is no better than the average chunk."""
+    import glob
+
+    import torch
+    from string_perception.policy.data import build_samples, load_demos
+    from string_perception.policy.train_bc import load_policy
+    torch.set_num_threads(1)
+    demos = load_demos(args.demos)
+    n_val = None
+    for ckpt in args.checkpoints:
+        policy, head, cfg, _ = load_policy(ckpt)
+        n_val = cfg.val_episodes
+        s = build_samples(demos, cfg.chunk_size)
+        per_ep = len(demos[0]['frame_steps'])
+        tokens = points = None
+        if policy is not None:
+            tokens = torch.load(glob.glob(str(Path(args.demos) / 'tokens_*.pt'))[0], weights_only=True)
+            if cfg.pool_points:
+                from string_perception.policy.data import encode_points, model_frames
+                points = encode_points(policy, model_frames(demos, policy.vitd.config.image_size))
+        for split, eps in (('train', range(len(demos) - n_val)), ('val', range(len(demos) - n_val, len(demos)))):
+            for step in args.steps:
+                b = s.batch(np.array([e * per_ep + step // args.frame_every for e in eps]))
+                with torch.no_grad():
+                    if policy is None:
+                        pred = head(b['state'], b['qpos'])
+                    else:
+                        pts = None if points is None else points[b['frame']]
+                        pred = policy.forward_from_tokens(tokens[b['frame']].float(), b['qpos'], points=pts)
+                m = b['mask'][..., None].float()
+                err = lambda x: float(((x - b['target']).abs() * m).sum() / (m.sum() * 14))   # noqa: E731
+                print(f'{ckpt} {split} step {step}: L1 {err(pred):.4f} rad; mean chunk of these frames '
+                      f'{err(b["target"].mean(0, keepdim=True).expand_as(b["target"])):.4f}', flush=True)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -167,8 +206,13 @@ def main(argv=None) -> int:
     e.add_argument('--query-every', type=int, help='override the policy file\'s query interval')
     e.add_argument('--processes', type=int, default=1)
     e.add_argument('--out', help='write summary + per-episode rows (JSON) here')
+    p = sub.add_parser('step-error', help='chunk L1 per episode step (does vision tell where the cube is?)')
+    p.add_argument('checkpoints', nargs='+')
+    p.add_argument('--demos', required=True)
+    p.add_argument('--steps', type=int, nargs='+', default=[0, 40, 100])
+    p.add_argument('--frame-every', type=int, default=4)
     args = ap.parse_args(argv)
-    return {'record': cmd_record, 'eval': cmd_eval}[args.cmd](args)
+    return {'record': cmd_record, 'eval': cmd_eval, 'step-error': cmd_step_error}[args.cmd](args)
 
 
 if __name__ == '__main__':
