@@ -130,8 +130,10 @@ def main(argv=None) -> int:
     ap.add_argument('--policy', default='', help='policy ONNX (default: a linear TEST policy: plumbing only)')
     ap.add_argument('--seeds', default='0:3', help='a:b (range) or a,b,c')
     ap.add_argument('--steps', type=int, default=400)
-    ap.add_argument('--depth-encoding', default='16UC1', choices=('16UC1', '32FC1'),
-                    help='depth the sim publishes (32FC1 m is exactly what the offline loop feeds the model)')
+    ap.add_argument('--depth-encoding', default='32FC1', choices=('16UC1', '32FC1'),
+                    help='depth the sim publishes: 32FC1 m is exactly what the offline loop feeds the model (the '
+                         'loops then run the same trajectory); 16UC1 mm is what RGB-D drivers send (rounding '
+                         'changes the embedding by ~4e-4 relative, and closed loop the trajectories drift apart)')
     ap.add_argument('--compare-trajectories', action='store_true',
                     help='keep the ROS trace (frames, qpos, commands) in the workdir and compare the offline qpos at '
                          'every query step with it')
