@@ -31,6 +31,8 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated cube seeds'),
         DeclareLaunchArgument('steps', default_value='400', description='control steps per episode'),
         DeclareLaunchArgument('results', default_value='', description='JSON file for the episode results'),
+        DeclareLaunchArgument('depth_encoding', default_value='16UC1', choices=['16UC1', '32FC1'],
+                              description='depth the simulator publishes: 16UC1 mm (driver-like) or 32FC1 m'),
         DeclareLaunchArgument('namespace', default_value='', description='namespace of the two nodes'),
         DeclareLaunchArgument('perception_node_name', default_value=PACKAGE),
         DeclareLaunchArgument('policy_node_name', default_value=DEFAULT_POLICY_NODE_NAME),

@@ -39,7 +39,7 @@ def test_share_files_exist_and_executables_are_installed(description):
 @pytest.mark.parametrize('namespace', ['', '/cell'])
 def test_the_three_processes_are_remapped_into_one_loop(description, namespace):
     actions = _run(description, model_path='/m.onnx', policy_model_path='/p.onnx', seeds='0, 3', steps='50',
-                   results='/tmp/r.json', namespace=namespace)
+                   results='/tmp/r.json', namespace=namespace, depth_encoding='32FC1')
     nodes = _by_executable(actions)
     perception, policy = nodes['string_perception_node'], nodes['string_perception_policy']
     sim = build_parser().parse_args(nodes['string-perception-sim-aloha']['arguments'])
@@ -49,7 +49,7 @@ def test_the_three_processes_are_remapped_into_one_loop(description, namespace):
     assert dict(policy['remappings']) == {
         'embedding': node_fqn(namespace, perception['name']) + '/embedding', 'joint_states': SIM_TOPICS['joint_states']}
     assert sim.command_topic == node_fqn(namespace, policy['name']) + '/joint_command'
-    assert (sim.seeds, sim.steps, str(sim.out)) == ([0, 3], 50, '/tmp/r.json')
+    assert (sim.seeds, sim.steps, str(sim.out), sim.depth_encoding) == ([0, 3], 50, '/tmp/r.json', '32FC1')
     params_file, overrides = perception['parameters']
     assert Path(params_file) == REPO / 'config' / 'default.yaml'
     assert overrides['model_path'] == '/m.onnx' and overrides['use_sim_time'] is True

@@ -31,7 +31,7 @@ def _sim_arguments(cfg: Mapping[str, str], command_topic: str) -> list[str]:
         raise ValueError(f"launch argument seeds:={cfg['seeds']!r} must list integers")
     args = ['--seeds', *seeds, '--steps', str(int(cfg['steps'])), '--command-topic', command_topic,
             '--image-topic', SIM_TOPICS['image'], '--depth-topic', SIM_TOPICS['depth'],
-            '--info-topic', SIM_TOPICS['camera_info']]
+            '--info-topic', SIM_TOPICS['camera_info'], '--depth-encoding', cfg['depth_encoding']]
     if cfg['results']:
         args += ['--out', cfg['results']]
     return args
