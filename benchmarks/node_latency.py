@@ -39,9 +39,11 @@ from soak import PREFIX, _rss_figures, rss_bytes  # noqa: E402  (same publisher,
 
 SOAK = Path(__file__).resolve().parent / 'soak.py'
 FIRST_SEED, H, W = 2_000_000_000, 480, 640
+BEFORE_CUTS = {'raw_image_input': False, 'reuse_output_messages': False, 'inline_processing': False}
 # the node before issue 22 (copying decode, every output built, ORT defaults, single-threaded executor)
 OLD = {'zero_copy_input': False, 'skip_unsubscribed_outputs': False, 'intra_op_threads': 0,
-       'intra_op_spinning': True, 'executor': 'single_threaded'}
+       'intra_op_spinning': True, 'executor': 'single_threaded', **BEFORE_CUTS}
+INPUT_DEPTH_1 = {f'{i}_qos_depth': 1 for i in ('image', 'depth', 'camera_info')}
 VARIANTS = {
     'old': OLD,
     'zero_copy': {**OLD, 'zero_copy_input': True},
@@ -52,6 +54,16 @@ VARIANTS = {
     'events': {**OLD, 'executor': 'events'},
     'multi_threaded': {**OLD, 'executor': 'multi_threaded'},
     'new': {},                                 # the node's defaults (ros/params.py)
+    # issue 22, second round: the defaults before it (rclpy-converted images, new output messages per frame, worker
+    # hand-off), each cut on its own over those, then together
+    'before_cuts': BEFORE_CUTS,
+    'raw_input': {**BEFORE_CUTS, 'raw_image_input': True},   # serialized Image read by ros/image_cdr.py
+    # pipeline in the synchroniser callback (no worker hand-off); input queues of 1 so that DDS keeps only the
+    # newest frame while the model runs (latest wins, as the worker's hand-off does)
+    'inline': {**BEFORE_CUTS, 'inline_processing': True, **INPUT_DEPTH_1},
+    'raw_inline': {**BEFORE_CUTS, 'raw_image_input': True, 'inline_processing': True, **INPUT_DEPTH_1},
+    'reuse_msgs': {**BEFORE_CUTS, 'reuse_output_messages': True},   # Detection3DArray refilled, not constructed
+    'all_cuts': {'raw_image_input': True, 'inline_processing': True, **INPUT_DEPTH_1, 'reuse_output_messages': True},
 }
 
 

@@ -125,7 +125,9 @@ def tokens_model(tmp_path_factory):
 @ros
 @pytest.mark.ros
 @pytest.mark.slow
-def test_node_measures_and_reports_every_stage(tmp_path, tokens_model):
+@pytest.mark.parametrize('mode', [{}, {'raw_image_input': True, 'inline_processing': True}],
+                         ids=['worker', 'raw_inline'])
+def test_node_measures_and_reports_every_stage(tmp_path, tokens_model, mode):
     from ros_helpers import HELPERS, ProcessGroup, reserved_domain_id, ros_test_env
     from string_perception.ros.node import READY_LINE, node_command
 
@@ -135,7 +137,7 @@ def test_node_measures_and_reports_every_stage(tmp_path, tokens_model):
     # every output on and built whether or not anyone listens, so every stage runs
     cmd = node_command(tokens_model, params={'providers': ['CPUExecutionProvider'], 'publish_tokens': True,
                                              'publish_debug_image': True, 'skip_unsubscribed_outputs': False,
-                                             'latency_log': str(stage_log), 'diagnostics_period': 0.2},
+                                             'latency_log': str(stage_log), 'diagnostics_period': 0.2, **mode},
                        remaps={'image': f'{prefix}/color/image_raw', 'depth': f'{prefix}/depth/image_raw',
                                'camera_info': f'{prefix}/color/camera_info'})
     with reserved_domain_id() as domain, ProcessGroup(tmp_path, ros_test_env(domain)) as pg:

@@ -5,6 +5,10 @@
   integer class id as a string (vision_msgs' convention), score in [0, 1]);
   :func:`detections_from_msg` is the inverse used by listeners, the demo, the bag tools and the tests; it also
   reads older messages whose class_id is the class name.
+- :class:`Detection3DArrayBuilder`: the same message as :func:`detections_to_msg` (also for tracks), built by
+  refilling the previous frame's message objects: constructing rosidl messages (nested Python objects and
+  imports per Detection3D) was most of the node's publish time; reuse is safe because rclpy serialises a
+  message inside ``publish()``.
 - :func:`label_info_msg`: vision_msgs/LabelInfo mapping each class id (index into the model's labels) to its
   name, published once (transient local) on ``~/label_info``.
 - :func:`tensor_to_image` / :func:`image_to_tensor`: the policy embedding ([D] -> 32FC1 Image, height 1,
@@ -25,6 +29,7 @@ from ..runtime.postprocess import Detections
 from .image_conversion import array_to_imgmsg, imgmsg_to_array
 
 __all__ = ['copy_header', 'stamp_to_ns', 'detections_to_msg', 'detections_from_msg', 'detection3d', 'class_id_string',
+           'Detection3DArrayBuilder',
            'resolve_class', 'label_map', 'label_info_msg',
            'tensor_to_image', 'image_to_tensor', 'camera_info_to_k', 'transform_detections']
 
@@ -63,18 +68,51 @@ def detection3d(header: Any, det_id: str, t, q_xyzw, size, class_id: int, score:
     (``class_id`` as :func:`class_id_string`, ``score``) whose pose is the box's."""
     from vision_msgs.msg import Detection3D, ObjectHypothesisWithPose
     det = Detection3D()
-    det.header = copy_header(header)
+    det.results.append(ObjectHypothesisWithPose())
+    _fill_detection3d(det, copy_header(header), det_id, t, q_xyzw, size, class_id, score)
+    return det
+
+
+def _fill_detection3d(det: Any, header: Any, det_id: str, t, q_xyzw, size, class_id: int, score: float) -> None:
+    """Set every field :func:`detection3d` sets on ``det`` (which has exactly one result)."""
+    det.header = header
     det.id = det_id
     c = det.bbox.center
     c.position.x, c.position.y, c.position.z = (float(v) for v in t)
     c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = (float(v) for v in q_xyzw)
     det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = (float(v) for v in size)
-    hyp = ObjectHypothesisWithPose()
+    hyp = det.results[0]
     hyp.hypothesis.class_id = class_id_string(class_id)
     hyp.hypothesis.score = float(score)
     hyp.pose.pose = c
-    det.results.append(hyp)
-    return det
+
+
+class Detection3DArrayBuilder:
+    """``build(boxes, header, ids=None)`` -> a Detection3DArray equal to ``detections_to_msg(boxes, header, ids)``
+    (``boxes``: Detections or Tracks), made of the objects of the previous call (see the module docstring): publish
+    or copy the message before the next ``build``. One builder per output topic."""
+
+    def __init__(self) -> None:
+        self._arr: Any = None
+        self._pool: list[Any] = []        # Detection3D objects, each with one result, reused in order
+
+    def build(self, boxes: Any, header: Any, ids: Sequence[int] | None = None):
+        from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithPose
+        if self._arr is None:
+            self._arr = Detection3DArray()
+        m = len(boxes)
+        while len(self._pool) < m:
+            det = Detection3D()
+            det.results.append(ObjectHypothesisWithPose())
+            self._pool.append(det)
+        hdr = copy_header(header)        # one Header object shared by the array and every detection
+        t, q, size = boxes.translations, boxes.quaternions_xyzw, boxes.sizes
+        for i in range(m):
+            det_id = str(int(ids[i])) if ids is not None and ids[i] >= 0 else ''
+            _fill_detection3d(self._pool[i], hdr, det_id, t[i], q[i], size[i], boxes.class_ids[i], boxes.scores[i])
+        self._arr.header = hdr
+        self._arr.detections = self._pool[:m]
+        return self._arr
 
 
 def class_id_string(class_id: int) -> str:

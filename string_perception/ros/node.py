@@ -8,13 +8,16 @@ A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline
   that; shutdown all.
 
 The synchroniser callback (executor thread) only hands the matched triple to a :class:`LatestWorker`: the newest
-frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``). The worker
-decodes, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray), ``~/markers``,
-``~/embedding`` (32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient
-local); ``/diagnostics`` every ``diagnostics_period``. A bad frame is counted by kind and logged (throttled per
-kind); the node keeps going: header checks (``frame_checks``: encodings, layout, frame ids, stamps) run before the
-hand-off, so a bad frame never displaces a good one; pixel checks run in the pipeline. Output headers copy the
-colour image's stamp and frame_id (or ``target_frame`` via tf2).
+frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``); with
+``inline_processing:=true`` the callback runs the frame itself (no hand-off). Raw images arrive serialized and are
+read by ``image_cdr`` into views over the received bytes (``raw_image_input``, default on). The worker decodes,
+runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray, refilled from the previous frame's
+objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding`` (32FC1, 1 x D), optionally ``~/tokens``
+and ``~/debug_image``; ``~/label_info`` once (transient local); ``/diagnostics`` every ``diagnostics_period``.
+A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
+(``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
+good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
+``target_frame`` via tf2).
 
 Start it as a plain node (configures and activates itself unless ``autostart:=false``)::
 
@@ -44,8 +47,8 @@ from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .markers import MarkerBuilder
-from .messages import (camera_info_to_k, copy_header, detections_to_msg, label_info_msg, stamp_to_ns,
-                       tensor_to_image, transform_detections)
+from .messages import (Detection3DArrayBuilder, camera_info_to_k, copy_header, detections_to_msg, label_info_msg,
+                       stamp_to_ns, tensor_to_image, transform_detections)
 from .track_messages import (make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms,
                              transform_tracks)
 
@@ -100,6 +103,7 @@ class StringPerceptionNode(LifecycleNode):
         self._input_group = self._timer_group = None
         self.bridge = make_bridge()
         self.markers = MarkerBuilder()
+        self._det_msgs, self._track_msgs = Detection3DArrayBuilder(), Detection3DArrayBuilder()  # reused messages
         self._pubs: dict[str, Any] = {}
         self._subs: list[Any] = []
         self._sync = None
@@ -232,9 +236,15 @@ class StringPerceptionNode(LifecycleNode):
         self._subs = []
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
+        raw_images = cfg['raw_image_input']
+        from .raw_input import RawImageSubscriber
         for name, msg_type, topic in specs:
-            sub = Subscriber(self, msg_type, topic, callback_group=self._input_group,
-                             qos_profile=_qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth']))
+            qos = _qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
+            if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
+                sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
+                                         on_bad=self._on_bad_cdr)
+            else:
+                sub = Subscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos)
             sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
@@ -336,7 +346,18 @@ class StringPerceptionNode(LifecycleNode):
                        'clock reset, frames are processed again')
         stamp_ns = stamp_to_ns(image.header.stamp)
         timing = FrameTiming(stamp_ns, self._arrivals.take(stamp_ns), synced_ns, self._now_ns)
+        if self.cfg['inline_processing']:      # no hand-off: this executor thread runs the model
+            try:
+                self._process((image, depth, info, timing))
+            except Exception as e:  # noqa: BLE001 - as the worker: count, log, keep spinning
+                self._on_worker_error(e)
+            return
         self._worker.submit((image, depth, info, timing))
+
+    def _on_bad_cdr(self, error: Exception) -> None:
+        """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
+        self.stats.bad_input('bad_cdr')
+        self._warn('bad input (bad_cdr)', str(error))
 
     def _now_ns(self) -> int:
         return self.get_clock().now().nanoseconds
@@ -366,14 +387,16 @@ class StringPerceptionNode(LifecycleNode):
         view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
         if self.cfg['image_transport'] == 'compressed':
             rgb, enc = self.bridge.compressed_imgmsg_to_cv2(image, 'rgb8'), 'rgb8'
-        elif view:
-            rgb, enc = imgmsg_to_array(image, copy=False), image.encoding
+        elif view or self.cfg['raw_image_input']:      # image_cdr's RawImage: always our reader
+            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
         else:
             rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
         if self.cfg['depth_transport'] == 'compressedDepth':      # cv_bridge cannot decode it: ours
             dep, dep_enc = decode_compressed_depth(depth)
         else:
-            dep = imgmsg_to_array(depth, copy=False) if view else self.bridge.imgmsg_to_cv2(depth, 'passthrough')
+            raw = self.cfg['raw_image_input']
+            dep = (imgmsg_to_array(depth, copy=not view) if view or raw
+                   else self.bridge.imgmsg_to_cv2(depth, 'passthrough'))
             dep_enc = depth.encoding
         K, hw = camera_info_to_k(info)
         return rgb, enc, dep, dep_enc, K, hw
@@ -427,16 +450,19 @@ class StringPerceptionNode(LifecycleNode):
             R, t = moved
             dets, header = transform_detections(dets, R, t), copy_header(header, target)
             tracks = None if tracks is None else transform_tracks(tracks, R, t)
+        reuse = cfg['reuse_output_messages']
         with timing.stage('publish_detections'):
-            pubs['detections'].publish(detections_to_msg(dets, header,
-                                                         None if tracks is None else tracks.detection_ids))
+            ids = None if tracks is None else tracks.detection_ids
+            pubs['detections'].publish(self._det_msgs.build(dets, header, ids) if reuse
+                                       else detections_to_msg(dets, header, ids))
         latency_ms = timing.mark('stamp_to_detections')
         if cfg['publish_markers'] and self._wanted('markers', cfg):
             with timing.stage('publish_markers'):
                 pubs['markers'].publish(self.markers.build(dets if tracks is None else tracks, header))
         if tracks is not None:
             with timing.stage('publish_tracks'):
-                pubs['tracks'].publish(tracks_to_msg(tracks, header))
+                pubs['tracks'].publish(self._track_msgs.build(tracks, header, tracks.ids) if reuse
+                                       else tracks_to_msg(tracks, header))
                 pubs['track_velocities'].publish(track_velocities_image(tracks, header))
                 if cfg['publish_tf'] and self._tf_broadcaster is not None and len(tracks):
                     self._tf_broadcaster.sendTransform(tracks_to_transforms(tracks, header, cfg['tf_prefix']))

@@ -158,6 +158,16 @@ PARAMS: tuple[ParamSpec, ...] = (
               'decode raw images as numpy views over the message buffers (false: copy them first, as before)'),
     ParamSpec('skip_unsubscribed_outputs', 'bool', True,
               'build no markers, embedding, tokens or debug image while nobody subscribes to them', live=True),
+    ParamSpec('raw_image_input', 'bool', True,
+              'raw image/depth transport: take the serialized sensor_msgs/Image and read it with ros/image_cdr.py '
+              "(numpy views over the received bytes) instead of rclpy's message conversion"),
+    ParamSpec('inline_processing', 'bool', False,
+              'run the pipeline in the synchroniser callback (executor thread) instead of handing the frame to the '
+              'worker thread; frames that arrive meanwhile wait in the subscriptions\' QoS queues (set the inputs\' '
+              'qos_depth to 1 so that only the newest waits)'),
+    ParamSpec('reuse_output_messages', 'bool', True,
+              'build ~/detections and ~/tracks by refilling the previous frame\'s message objects instead of '
+              'constructing new ones (ros/messages.Detection3DArrayBuilder)'),
     ParamSpec('latency_log', 'string', '',
               'append each frame\'s per-stage latencies (ms) as one JSON line to this file; empty = off '
               '(benchmarks/node_latency.py)'),
