@@ -90,6 +90,7 @@ def test_samples_one_per_frame(workdir):
     assert len(s) == 8 and s.target.shape == (8, 8, 14) and s.mask.shape == (8, 8)
     np.testing.assert_array_equal(s.frame, np.arange(8))
     np.testing.assert_array_equal(s.qpos[5], demos[1]['qpos'][10])             # demo 1, frame 1 = step 10
+    np.testing.assert_array_equal(s.step[:5], [0, 10, 20, 30, 0])
     np.testing.assert_array_equal(s.mask[3], np.arange(30, 38) < T)           # step 30: 8 steps, all inside
     frames = model_frames(demos[:1], TINY['image_size'])
     ref = prepare_inputs(demos[0]['color'][2], demos[0]['depth'][2], demos[0]['K'], TINY['image_size'])
@@ -148,6 +149,11 @@ def test_privileged_and_finetune_train(workdir):
     r = train(_cfg(workdir, 'priv', observation='privileged', steps=3), progress=False)
     policy, head, _, ck = load_policy(workdir / 'priv' / 'last.pt')
     assert r['step'] == 3 and policy is None and head.embed_dim == 3 and ck['vitd'] is None
+    train(_cfg(workdir, 'aux', aux_cube_weight=1.0, aux_until_step=15, steps=3), progress=False)
+    ck = torch.load(workdir / 'aux' / 'last.pt', weights_only=True)
+    assert ck['aux']['weight'].shape == (3, TINY['embed_dim'])                # embedding -> cube position
+    log = (workdir / 'aux' / 'log.csv').read_text().splitlines()
+    assert 'aux_l1' in log[0] and 'nan' not in log[-1]
     train(_cfg(workdir, 'ft', finetune=True, steps=2, val_every=2), progress=False)
     ft = load_policy(workdir / 'ft' / 'last.pt')[0]
     enc = torch.load(workdir / 'enc.pt', weights_only=True)['model']

@@ -22,6 +22,10 @@ class PolicyConfig:
     encoder_lr: float = 1e-5                    # with finetune
     pool_points: bool = False                   # experimental: the chunk head also gets the 3D point the
                                                 # PolicyHead attends to (model.BCPolicy.embedding_from_tokens)
+    # experimental: auxiliary L1 from the embedding (linear) to the cube's initial position (privileged, training
+    # only) on frames before aux_until_step (the cube still rests there), to make the PolicyHead find the cube
+    aux_cube_weight: float = 0.0
+    aux_until_step: int = 120
     # action chunks (ACT): K actions at 50 Hz
     chunk_size: int = 50
     query_every: int = 10

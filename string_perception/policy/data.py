@@ -62,6 +62,7 @@ def statistics(demos: list[dict]) -> dict[str, np.ndarray]:
 class Samples:
     """S samples over F frames (here S = F: one sample per observed frame)."""
     frame: np.ndarray        # int64 [S]      index into the frame arrays / token cache
+    step: np.ndarray         # int64 [S]      the frame's control step in its episode
     qpos: np.ndarray         # float32 [S,J]
     target: np.ndarray       # float32 [S,K,J]
     mask: np.ndarray         # bool [S,K]
@@ -72,25 +73,27 @@ class Samples:
         return len(self.frame)
 
     def batch(self, idx: np.ndarray) -> dict[str, torch.Tensor]:
-        return {'frame': torch.as_tensor(self.frame[idx]), 'qpos': torch.as_tensor(self.qpos[idx]),
+        return {'frame': torch.as_tensor(self.frame[idx]), 'step': torch.as_tensor(self.step[idx]),
+                'qpos': torch.as_tensor(self.qpos[idx]),
                 'target': torch.as_tensor(self.target[idx]), 'mask': torch.as_tensor(self.mask[idx]),
                 'state': torch.as_tensor(self.state[idx])}
 
 
 def build_samples(demos: list[dict], chunk_size: int, frame_offset: int = 0) -> Samples:
     """One sample per observed frame of each demo; frames numbered from frame_offset in demo order."""
-    frame, qpos, target, mask, state = [], [], [], [], []
+    frame, step, qpos, target, mask, state = [], [], [], [], [], []
     f = frame_offset
     for d in demos:
         for t in d['frame_steps']:
             tgt, m = chunk_target(d['action'], int(t), chunk_size)
             frame.append(f)
+            step.append(int(t))
             qpos.append(d['qpos'][t])
             target.append(tgt)
             mask.append(m)
             state.append(privileged_state(d['cube_xyz']))
             f += 1
-    return Samples(np.array(frame, np.int64), np.stack(qpos).astype(np.float32),
+    return Samples(np.array(frame, np.int64), np.array(step, np.int64), np.stack(qpos).astype(np.float32),
                    np.stack(target).astype(np.float32), np.stack(mask), np.stack(state),
                    tuple(int(d['seed']) for d in demos))
 

@@ -61,7 +61,7 @@ def load_policy(path, map_location='cpu') -> tuple[BCPolicy | None, ChunkHead, P
     return policy, head.eval(), cfg, ck
 
 
-def _save(path: Path, cfg, policy, head, optimizer, step, best, metrics) -> None:
+def _save(path: Path, cfg, policy, head, optimizer, step, best, metrics, aux=None) -> None:
     ck: dict[str, Any] = {
         'format': CHECKPOINT_FORMAT, 'policy_config': cfg.to_dict(),
         'chunk_head_args': dict(embed_dim=head.embed_dim, joint_dim=head.joint_dim, chunk_size=head.chunk_size,
@@ -69,6 +69,7 @@ def _save(path: Path, cfg, policy, head, optimizer, step, best, metrics) -> None
         'chunk_head': head.state_dict(), 'joint_names': list(JOINT_NAMES),
         'vitd_config': policy.vitd.config.to_dict() if policy is not None else None,
         'vitd': policy.vitd.state_dict() if policy is not None else None,
+        'aux': aux.state_dict() if aux is not None else None,
         'optimizer': optimizer.state_dict(), 'step': int(step), 'best': best, 'rng': rng_state(),
         'metrics': dict(metrics), 'provenance': provenance()}
     tmp = path.with_name(path.name + '.tmp')
@@ -84,15 +85,21 @@ class _Predictor:
         self.points = points                                                        # [F,N,3] with pool_points
 
     def __call__(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.with_embedding(b)[0]
+
+    def with_embedding(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(normalised chunks [B,K,J], the chunk head's input [B,E'])."""
         if self.policy is None:
-            return self.head.forward_normalized(b['state'], b['qpos'])
-        if self.cfg.finetune:
+            e = b['state']                                                             # [B,3]
+        elif self.cfg.finetune:
             f = b['frame'].numpy()
-            return self.policy(torch.as_tensor(self.frames['image'][f]), torch.as_tensor(self.frames['depth'][f]),
-                               torch.as_tensor(self.frames['intrinsics'][f]), b['qpos'], normalized=True)
-        points = self.points[b['frame']] if self.points is not None else None
-        return self.policy.forward_from_tokens(self.tokens[b['frame']].float(), b['qpos'], normalized=True,
-                                               points=points)
+            img, dep, K = (torch.as_tensor(self.frames[k][f]) for k in ('image', 'depth', 'intrinsics'))
+            pts = self.policy.points(img, dep, K) if self.policy.pool_points else None
+            e = self.policy.embedding_from_tokens(self.policy.tokens(img, dep, K), pts)
+        else:
+            pts = self.points[b['frame']] if self.points is not None else None
+            e = self.policy.embedding_from_tokens(self.tokens[b['frame']].float(), pts)
+        return self.head.forward_normalized(e, b['qpos']), e
 
 
 def _normalized_target(head: ChunkHead, target: torch.Tensor) -> torch.Tensor:
@@ -137,8 +144,10 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
             if cfg.pool_points:
                 points = encode_points(policy, model_frames(demos, policy.vitd.config.image_size))
     encode_cpu_s = time.process_time() - c0
-    modules = torch.nn.ModuleDict({'head': head, **({'vitd': policy.vitd} if policy is not None else {})})
-    groups = param_groups(head, cfg.weight_decay)
+    aux = torch.nn.Linear(head.embed_dim, 3) if cfg.aux_cube_weight > 0 else None     # embedding -> cube state
+    modules = torch.nn.ModuleDict({'head': head, **({'vitd': policy.vitd} if policy is not None else {}),
+                                   **({'aux': aux} if aux is not None else {})})
+    groups = param_groups(head, cfg.weight_decay) + (param_groups(aux, cfg.weight_decay) if aux else [])
     if policy is not None:
         enc_lr = cfg.encoder_lr if cfg.finetune else cfg.lr
         head_params = {id(p) for p in policy.vitd.policy_head.parameters()}
@@ -158,6 +167,8 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
         head.load_state_dict(ck['chunk_head'])
         if policy is not None:
             policy.vitd.load_state_dict(ck['vitd'])
+        if aux is not None:
+            aux.load_state_dict(ck['aux'])
         optimizer.load_state_dict(ck['optimizer'])
         set_rng_state(ck['rng'])
         step, best = int(ck['step']), float(ck['best'])
@@ -176,7 +187,14 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
             g['lr'] = g['base_lr'] * factor
         idx = np.random.default_rng([cfg.seed, step]).integers(0, len(train_s), cfg.batch_size)   # [B]
         b = train_s.batch(idx)
-        loss = masked_l1(predict(b), _normalized_target(head, b['target']), b['mask'])
+        pred, emb = predict.with_embedding(b)
+        loss = masked_l1(pred, _normalized_target(head, b['target']), b['mask'])
+        bc_l1, aux_l1 = loss.item(), float("nan")
+        if aux is not None:
+            early = (b['step'] < cfg.aux_until_step).to(loss.dtype)                    # [B]
+            aux_l1 = ((aux(emb) - b['state']).abs().mean(-1) * early).sum() / early.sum().clamp_min(1.0)
+            loss = loss + cfg.aux_cube_weight * aux_l1
+            aux_l1 = aux_l1.item()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
@@ -189,19 +207,19 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
         if step % cfg.val_every == 0 or step == cfg.steps:
             modules.eval()
             val_l1 = validation_l1(predict, head, val_s, 256) if len(val_s) else float(loss)
-            metrics = {'val_l1': val_l1, 'train_l1': float(loss)}
+            metrics = {'val_l1': val_l1, 'train_l1': bc_l1}
             if val_l1 < best:
                 best = val_l1
-                _save(out / 'best.pt', cfg, policy, head, optimizer, step, best, metrics)
-            _save(out / 'last.pt', cfg, policy, head, optimizer, step, best, metrics)
-            row = {'step': step, 'train_l1': float(loss), 'val_l1': val_l1}
+                _save(out / 'best.pt', cfg, policy, head, optimizer, step, best, metrics, aux)
+            _save(out / 'last.pt', cfg, policy, head, optimizer, step, best, metrics, aux)
+            row = {'step': step, 'train_l1': bc_l1, 'val_l1': val_l1}
         elif step % cfg.log_every == 0:
-            row = {'step': step, 'train_l1': float(loss), 'val_l1': ''}
+            row = {'step': step, 'train_l1': bc_l1, 'val_l1': ''}
         if row is not None:
-            row.update(lr=cfg.lr * factor, wall_s=round(time.perf_counter() - t_start, 2),
+            row.update(aux_l1=aux_l1, lr=cfg.lr * factor, wall_s=round(time.perf_counter() - t_start, 2),
                        cpu_s=round(time.process_time() - c_start, 2), encode_cpu_s=round(encode_cpu_s, 2))
             log.write(row)
-            bar.set_postfix(l1=f'{float(loss):.4f}', val=f'{val_l1:.4f}')
+            bar.set_postfix(l1=f'{bc_l1:.4f}', val=f'{val_l1:.4f}')
     bar.close()
     return {'step': step, 'best': best, 'last_val_l1': val_l1, 'encode_cpu_s': encode_cpu_s,
             'train_cpu_s': time.process_time() - c_start}
