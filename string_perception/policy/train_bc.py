@@ -189,12 +189,12 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
         b = train_s.batch(idx)
         pred, emb = predict.with_embedding(b)
         loss = masked_l1(pred, _normalized_target(head, b['target']), b['mask'])
-        bc_l1, aux_l1 = loss.item(), float("nan")
+        bc_l1, aux_l1 = loss.detach().item(), float("nan")
         if aux is not None:
             early = (b['step'] < cfg.aux_until_step).to(loss.dtype)                    # [B]
             aux_l1 = ((aux(emb) - b['state']).abs().mean(-1) * early).sum() / early.sum().clamp_min(1.0)
             loss = loss + cfg.aux_cube_weight * aux_l1
-            aux_l1 = aux_l1.item()
+            aux_l1 = aux_l1.detach().item()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
