@@ -5,6 +5,7 @@ none; lifecycle nodes ship inside rclpy). The keys below were checked against ro
 ``distribution.yaml`` for ROS packages, ``rosdep/python.yaml`` / ``rosdep/base.yaml`` for the python3-* keys).
 """
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,8 @@ REPO = Path(__file__).resolve().parent.parent
 # rosdep key -> where it is defined (checked by hand; a new key must be checked and added here)
 ROSDEP_KEYS = {
     **{k: 'ROS 2 package (ros2/rclpy)' for k in ('rclpy',)},
-    **{k: 'ROS 2 package (ros2/rcl_interfaces)' for k in ('rcl_interfaces', 'lifecycle_msgs', 'builtin_interfaces')},
+    **{k: 'ROS 2 package (ros2/rcl_interfaces)' for k in ('rcl_interfaces', 'lifecycle_msgs', 'builtin_interfaces',
+                                                          'rosgraph_msgs')},
     **{k: 'ROS 2 package (ros2/common_interfaces)' for k in ('std_msgs', 'sensor_msgs', 'geometry_msgs',
                                                              'visualization_msgs', 'diagnostic_msgs')},
     'vision_msgs': 'ROS 2 package (ros-perception/vision_msgs)',
@@ -78,3 +80,14 @@ def test_every_import_of_the_code_is_declared():
         if key not in declared:
             missing.append(f'{mod} (key {key})')
     assert not missing, f'imported but not in package.xml: {missing}'
+
+
+def test_every_message_type_named_in_the_code_is_declared():
+    """Message types looked up by name at run time ('rosgraph_msgs/msg/Clock' for rosbags / rclpy) need their
+    package too, though no import statement names it."""
+    named = set()
+    for path in [*(REPO / 'string_perception').rglob('*.py'), *(REPO / 'launch').glob('*.py')]:
+        named.update(re.findall(r"""['"]([a-z_0-9]+)/(?:msg|srv)/[A-Z]\w*""", path.read_text()))
+    assert {'sensor_msgs', 'rosgraph_msgs'} <= named                    # the scan finds what the code names
+    missing = sorted(named - _declared() - {'builtin_interfaces'})  # builtin_interfaces comes with every msg pkg
+    assert not missing, f'message packages named in the code but not in package.xml: {missing}'
