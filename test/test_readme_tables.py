@@ -1,6 +1,7 @@
 """README: its first lines keep the two commands; its parameter and topic tables equal what scripts/readme_tables.py
 generates from ros/params.PARAMS and ros/interface.TOPICS; and TOPICS is what a running node really subscribes and
 publishes (names and types, in both input transports)."""
+import os
 import subprocess
 import sys
 import time
@@ -41,18 +42,18 @@ def test_script_checks_and_rewrites(tmp_path):
         I.replace_between_markers('no markers here', 'parameters', 'x')
 
 
-def _resolve(name: str, node: str) -> str:
-    return f'/{node}/{name[2:]}' if name.startswith('~/') else name if name.startswith('/') else f'/{name}'
+def _resolve(name: str, node: str, ns: str = '') -> str:
+    return f'{ns}/{node}/{name[2:]}' if name.startswith('~/') else name if name.startswith('/') else f'{ns}/{name}'
 
 
 def _graph(node, pubs_want: dict, subs_want: dict):
     """The node's publishers and subscriptions once they equal the wanted ones (the graph cache fills and empties
     through DDS discovery), or whatever is there after 60 s (a loaded machine is slow)."""
-    name, deadline = node.get_name(), time.monotonic() + 60.0
+    name, ns, deadline = node.get_name(), node.get_namespace(), time.monotonic() + 60.0
     while True:
-        pubs = {t: tuple(ty) for t, ty in node.get_publisher_names_and_types_by_node(name, '/')
-                if t not in ('/rosout', '/parameter_events') and not t.startswith(f'/{name}/transition_event')}
-        subs = {t: tuple(ty) for t, ty in node.get_subscriber_names_and_types_by_node(name, '/')
+        pubs = {t: tuple(ty) for t, ty in node.get_publisher_names_and_types_by_node(name, ns)
+                if t not in ('/rosout', '/parameter_events') and not t.endswith(f'/{name}/transition_event')}
+        subs = {t: tuple(ty) for t, ty in node.get_subscriber_names_and_types_by_node(name, ns)
                 if t != '/parameter_events'}
         if (pubs == pubs_want and subs == subs_want) or time.monotonic() > deadline:
             return pubs, subs
@@ -70,10 +71,13 @@ def test_topics_match_a_running_node(model_path, monkeypatch):
     from rclpy.parameter import Parameter
     from string_perception.ros.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
-    expected_out = {_resolve(t.name, P.NODE_NAME): (t.type,) for t in I.TOPICS if t.direction == 'out'}
+    # A namespace of its own: an earlier test's node of the same name on this domain (the domain id derives from
+    # the pid, so every in-process ROS test shares it) cannot stand in for this one in the graph queries.
+    ns = f'/readme_tables_{os.getpid()}'
+    expected_out = {_resolve(t.name, P.NODE_NAME, ns): (t.type,) for t in I.TOPICS if t.direction == 'out'}
     inputs = {t.name: (t.type,) for t in I.TOPICS if t.direction == 'in'}
     args = ['-p', 'autostart:=false', '-p', f'model_path:={model_path}', '-p', 'tracking:=true',
-            '-p', 'publish_tf:=true']
+            '-p', 'publish_tf:=true', '-r', f'__ns:={ns}']
     with reserved_domain_id() as domain:
         for k, v in merged_dds_env(domain).items():
             monkeypatch.setenv(k, v)
@@ -87,10 +91,11 @@ def test_topics_match_a_running_node(model_path, monkeypatch):
                 node.set_parameters([Parameter('image_transport', value=image),
                                      Parameter('depth_transport', value=depth)])
                 assert node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
-                subs_want = {_resolve(n, P.NODE_NAME): inputs[n] for n in [*wanted, 'camera_info']}
+                subs_want = {_resolve(n, P.NODE_NAME, ns): inputs[n] for n in [*wanted, 'camera_info']}
                 pubs, subs = _graph(node, expected_out, subs_want)
-                assert pubs == expected_out
-                assert subs == subs_want
+                seen = node.get_node_names_and_namespaces()
+                assert pubs == expected_out, f'{image}/{depth}: nodes in the graph {seen}'
+                assert subs == subs_want, f'{image}/{depth}: nodes in the graph {seen}'
                 assert node.trigger_deactivate() == SUCCESS and node.trigger_cleanup() == SUCCESS
         finally:
             node.destroy_node()
