@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -43,6 +44,7 @@ from string_perception.child_process import ChildProcess  # noqa: E402
 from string_perception.ros.dds_env import MAX_DOMAIN_ID, merged_dds_env  # noqa: E402
 
 LOCK_DIR = Path(tempfile.gettempdir())
+_RESERVATIONS = itertools.count()   # successive reservations of one process start at successive ids
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -62,10 +64,13 @@ def ros_skip_reason(*modules: str) -> str | None:
 def reserved_domain_id(first: int | None = None):
     """Yield a ROS_DOMAIN_ID in 1..101 that no other user of this helper on the machine holds.
 
-    Starts at a pid-derived id and probes upward; each id is held with an flock on a file in the temp
-    directory for the duration of the ``with`` block (released automatically if the process dies).
+    Starts at a pid-derived id that moves on with every reservation of this process, and probes upward; each id
+    is held with an flock on a file in the temp directory for the duration of the ``with`` block (released
+    automatically if the process dies). Moving on matters: tests that run one after the other in the pytest
+    process would otherwise share one domain, and a participant an earlier test leaves behind (DDS deletes
+    them asynchronously) could answer a later test's graph queries by node name.
     """
-    start = (os.getpid() % MAX_DOMAIN_ID) if first is None else (first - 1)
+    start = ((os.getpid() + next(_RESERVATIONS)) % MAX_DOMAIN_ID) if first is None else (first - 1)
     for k in range(MAX_DOMAIN_ID):
         dom = 1 + (start + k) % MAX_DOMAIN_ID
         path = LOCK_DIR / f'string_perception_ros_domain_{dom}.lock'
