@@ -54,7 +54,9 @@ class ParamSpec:
 def _qos_params(inp: str) -> tuple[ParamSpec, ...]:
     return (ParamSpec(f'{inp}_qos_reliability', 'string', 'best_effort',
                       f'QoS reliability of the {inp} subscription (sensor data: best_effort)', choices=RELIABILITY),
-            ParamSpec(f'{inp}_qos_depth', 'int', 5, f'QoS history depth of the {inp} subscription', 1, 100))
+            ParamSpec(f'{inp}_qos_depth', 'int', 1,
+                      f'QoS history depth of the {inp} subscription (1: while a frame is processed only the newest '
+                      'waits, latest wins)', 1, 100))
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -161,10 +163,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('raw_image_input', 'bool', True,
               'raw image/depth transport: take the serialized sensor_msgs/Image and read it with ros/image_cdr.py '
               "(numpy views over the received bytes) instead of rclpy's message conversion"),
-    ParamSpec('inline_processing', 'bool', False,
-              'run the pipeline in the synchroniser callback (executor thread) instead of handing the frame to the '
-              'worker thread; frames that arrive meanwhile wait in the subscriptions\' QoS queues (set the inputs\' '
-              'qos_depth to 1 so that only the newest waits)'),
+    ParamSpec('inline_processing', 'bool', True,
+              'run the pipeline in the synchroniser callback (executor thread; no thread hand-off) instead of handing '
+              'the frame to a worker thread; frames that arrive meanwhile wait in the subscriptions\' QoS queues, so '
+              'keep the inputs\' qos_depth at 1 (only the newest waits)'),
     ParamSpec('reuse_output_messages', 'bool', True,
               'build ~/detections and ~/tracks by refilling the previous frame\'s message objects instead of '
               'constructing new ones (ros/messages.Detection3DArrayBuilder)'),
@@ -179,9 +181,15 @@ SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
 assert len(SPECS) == len(PARAMS), 'duplicate parameter name'
 
 
-def defaults() -> dict[str, Any]:
-    """name -> default value (a fresh copy)."""
-    return {p.name: (list(p.default) if isinstance(p.default, list) else p.default) for p in PARAMS}
+def defaults(params: Sequence[ParamSpec] | None = None) -> dict[str, Any]:
+    """name -> default value (a fresh copy). ``params``: another node's table (ros/policy_params.py); default
+    this node's :data:`PARAMS` (the same for every function below that takes it)."""
+    return {p.name: (list(p.default) if isinstance(p.default, list) else p.default)
+            for p in (PARAMS if params is None else params)}
+
+
+def _specs(params: Sequence[ParamSpec] | None) -> Mapping[str, ParamSpec]:
+    return SPECS if params is None else {p.name: p for p in params}
 
 
 def tf2_available() -> bool:
@@ -285,27 +293,36 @@ def _extra_rules(name: str, value: Any, tf2: bool | None) -> Any:
     return value
 
 
-def validate_all(values: Mapping[str, Any], *, tf2: bool | None = None) -> dict[str, Any]:
-    """Check a full set (missing names take defaults); ``ValueError`` lists every problem at once."""
-    out, problems = defaults(), []
+def validate_all(values: Mapping[str, Any], *, tf2: bool | None = None,
+                 params: Sequence[ParamSpec] | None = None,
+                 required: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Check a full set (missing names take defaults); ``ValueError`` lists every problem at once.
+    ``required``: name -> what it is, for parameters whose (empty) default must be overridden."""
+    specs = _specs(params)
+    out, problems = defaults(params), []
     for name, value in values.items():
         try:
-            out[name] = validate(name, value, tf2=tf2)
+            out[name] = validate(name, value, tf2=tf2, specs=specs)
         except ValueError as e:
             problems.append(str(e))
+    for name, what in (required or {}).items():
+        if not out[name]:
+            problems.append(f'{name} is required ({what})')
     if problems:
         raise ValueError('invalid parameters: ' + '; '.join(problems))
     return out
 
 
-def check_updates(updates: Iterable[tuple[str, Any]], *, tf2: bool | None = None) -> tuple[bool, str]:
+def check_updates(updates: Iterable[tuple[str, Any]], *, tf2: bool | None = None,
+                  params: Sequence[ParamSpec] | None = None) -> tuple[bool, str]:
     """For the set-parameters callback: (ok, reason). All updates are accepted or none."""
+    specs = _specs(params)
     reasons = []
     for name, value in updates:
-        if name not in SPECS:
+        if name not in specs:
             continue        # parameters we do not own (use_sim_time, qos overrides, ...)
         try:
-            validate(name, value, tf2=tf2)
+            validate(name, value, tf2=tf2, specs=specs)
         except ValueError as e:
             reasons.append(str(e))
     return (not reasons, '; '.join(reasons))
@@ -329,14 +346,14 @@ def _descriptor(spec: ParamSpec):
     return d
 
 
-def declare_all(node) -> None:
+def declare_all(node, params: Sequence[ParamSpec] | None = None) -> None:
     """Declare every parameter on an rclpy node (overrides from --ros-args / YAML are applied by rclpy)."""
-    node.declare_parameters('', [(p.name, p.default, _descriptor(p)) for p in PARAMS])
+    node.declare_parameters('', [(p.name, p.default, _descriptor(p)) for p in (PARAMS if params is None else params)])
 
 
-def read_all(node) -> dict[str, Any]:
+def read_all(node, params: Sequence[ParamSpec] | None = None) -> dict[str, Any]:
     """Current values of all our parameters on ``node`` (validate them with :func:`validate_all`)."""
-    return {p.name: node.get_parameter(p.name).value for p in PARAMS}
+    return {p.name: node.get_parameter(p.name).value for p in (PARAMS if params is None else params)}
 
 
 PARAMS_FILE_NODE = '/**'   # config/default.yaml applies to any node name / namespace (launch node_name:=...)

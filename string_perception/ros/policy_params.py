@@ -56,8 +56,9 @@ SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
 assert len(SPECS) == len(PARAMS), 'duplicate parameter name'
 
 
+# The perception node's functions (params.py) over this node's table.
 def defaults() -> dict[str, Any]:
-    return {p.name: (list(p.default) if isinstance(p.default, list) else p.default) for p in PARAMS}
+    return P.defaults(PARAMS)
 
 
 def validate(name: str, value: Any) -> Any:
@@ -66,34 +67,17 @@ def validate(name: str, value: Any) -> Any:
 
 def validate_all(values: Mapping[str, Any]) -> dict[str, Any]:
     """A full set (missing names take defaults); ``ValueError`` lists every problem at once."""
-    out, problems = defaults(), []
-    for name, value in values.items():
-        try:
-            out[name] = validate(name, value)
-        except ValueError as e:
-            problems.append(str(e))
-    if not out['model_path']:
-        problems.append('model_path is required (the policy ONNX file)')
-    if problems:
-        raise ValueError('invalid parameters: ' + '; '.join(problems))
-    return out
+    return P.validate_all(values, params=PARAMS, required={'model_path': 'the policy ONNX file'})
 
 
 def check_updates(updates: Iterable[tuple[str, Any]]) -> tuple[bool, str]:
     """For the set-parameters callback: (ok, reason); all updates are accepted or none."""
-    reasons = []
-    for name, value in updates:
-        if name in SPECS:
-            try:
-                validate(name, value)
-            except ValueError as e:
-                reasons.append(str(e))
-    return not reasons, '; '.join(reasons)
+    return P.check_updates(updates, params=PARAMS)
 
 
 def declare_all(node) -> None:
-    node.declare_parameters('', [(p.name, p.default, P._descriptor(p)) for p in PARAMS])
+    P.declare_all(node, PARAMS)
 
 
 def read_all(node) -> dict[str, Any]:
-    return {p.name: node.get_parameter(p.name).value for p in PARAMS}
+    return P.read_all(node, PARAMS)
