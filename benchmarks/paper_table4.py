@@ -228,28 +228,31 @@ def test_dataset(spec: dict[str, Any]):
 
 
 def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """Headline metrics of the run's best checkpoint (``last.pt`` when no validation ran) on the test split."""
-    from string_perception.evaluation.evaluate import load_model
+    """Headline metrics and the error breakdown (``evaluation/breakdown.py``: centre, scale, orientation, class,
+    duplicates; at the operating threshold) of the run's best checkpoint (``last.pt`` when no validation ran) on
+    the test split."""
+    from string_perception.evaluation.evaluate import headline, load_model
     from string_perception.training.train import TrainConfig, resolve_device
     cfg = TrainConfig.from_dict(spec['train_config'])
     run_dir = Path(cfg.out)
     ckpt_path = run_dir / 'best.pt' if (run_dir / 'best.pt').exists() else run_dir / 'last.pt'
     device = resolve_device(cfg.device)
     model, model_cfg, ckpt = load_model(ckpt_path, device)
+    summary = test_summary(model, model_cfg, test_dataset(spec), cfg, device)
     return {'checkpoint': ckpt_path.name, 'checkpoint_step': int(ckpt['step']),
-            'test': test_headline(model, model_cfg, test_dataset(spec), cfg, device),
+            'test': headline(summary), 'breakdown': summary['breakdown'],
             'abs_pos_embed': model_cfg.abs_pos_embed_kind}
 
 
-def test_headline(model, model_cfg, dataset, cfg, device) -> dict[str, float]:
-    """Headline metrics of ``model`` on ``dataset``, decoded with ``cfg``'s thresholds (the same for every run)."""
-    from string_perception.evaluation.evaluate import evaluate_predictions, headline, predict
+def test_summary(model, model_cfg, dataset, cfg, device) -> dict[str, Any]:
+    """``evaluate_predictions`` of ``model`` on ``dataset`` (headline metrics and the error breakdown), decoded
+    with ``cfg``'s thresholds (the same for every run)."""
+    from string_perception.evaluation.evaluate import evaluate_predictions, predict
     res = predict(model, dataset, device=device, batch_size=cfg.batch_size,
                   decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
                           'max_detections': cfg.max_detections})
-    summary = evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
-                                   operating_threshold=cfg.operating_threshold)
-    return headline(summary)
+    return evaluate_predictions(res['preds'], res['gts'], model_cfg.class_names,
+                                operating_threshold=cfg.operating_threshold)
 
 
 def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[str, Any]:
@@ -257,7 +260,7 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
     best ViTD if it beats the current model" compares like with like. Its frames come from the runs' source
     (``--scenes``), rendered with its own scene settings (simulated ones primitive-only when it has no ``object``
     class); ``same_scenes`` says whether they equal the runs'."""
-    from string_perception.evaluation.evaluate import load_model, source_dataset_for
+    from string_perception.evaluation.evaluate import headline, load_model, source_dataset_for
     from string_perception.training.train import TrainConfig, resolve_device
     cfg = dataclasses.replace(TrainConfig(**settings.train), device=settings.device)
     device = resolve_device(cfg.device)
@@ -269,7 +272,7 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
     shown = path.resolve().relative_to(REPO) if path.resolve().is_relative_to(REPO) else path
     return {'path': str(shown), 'checkpoint_step': int(ckpt['step']), 'encoding': model_cfg.encoding,
             'same_scenes': key == runs_key,
-            'test': test_headline(model, model_cfg, dataset, cfg, device)}
+            'test': headline(test_summary(model, model_cfg, dataset, cfg, device))}
 
 
 def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -449,6 +452,8 @@ def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_
         if other != settings.metric and all(other in r['test'] for r in records):
             title = 'Symmetry-aware' if other.endswith('_sym') else 'Strict'
             md += '\n' + render_cells(summarise(records, other), f'{title} average 3D IoU (%), same runs')
+    if any('breakdown' in r for r in records):
+        md += '\n' + '\n'.join(breakdown_lines(records)) + '\n'
     if decision is not None:
         md += '\n' + '\n'.join(render_decision(decision)) + '\n'
     if curves:
@@ -456,6 +461,48 @@ def write_outputs(records: list[dict], budget: Budget, settings: Settings, wall_
         md += f'\n## Learning curves\n\n![validation {settings.metric} vs step](learning_curves.png)\n'
     (out / 'table.md').write_text(md)
     return results
+
+
+BREAKDOWN_COLUMNS = (   # (title, breakdown 'overall' key, statistic, scale)
+    ('centre error (cm, median)', 'centre_3d_m', 'median', 100.0),
+    ('xy / depth (cm, median)', ('centre_xy_m', 'centre_z_m'), 'median', 100.0),
+    ('scale error (1 - aligned IoU, median)', 'scale_error', 'median', 1.0),
+    ('orientation (deg, median, sym.)', 'orientation_deg', 'median', 1.0),
+    ('volume ratio (median)', 'volume_ratio', 'median', 1.0),
+    ('class accuracy', 'class_accuracy', None, 1.0),
+    ('duplicates / object', 'duplicates_per_object', None, 1.0),
+    ('precision / recall @ op, IoU 0.25', ('precision', 'recall'), None, 1.0),
+)
+
+
+def _breakdown_value(overall: dict[str, Any], key: str, stat: str | None) -> float | None:
+    v = overall.get(key)
+    return v.get(stat) if isinstance(v, dict) else v
+
+
+def breakdown_lines(records: Sequence[dict]) -> list[str]:
+    """Markdown: per configuration, the mean over its seeds of the error breakdown (``evaluation/breakdown.py``,
+    matched pairs at the operating threshold); runs recorded before the breakdown was stored are left out."""
+    by_config: dict[str, list[dict]] = {}
+    for r in records:
+        if 'breakdown' in r:
+            by_config.setdefault(r['config'], []).append(r['breakdown']['overall'])
+
+    def cell(rows: list[dict], key: str, stat: str | None, scale: float) -> str:
+        values = [v for v in (_breakdown_value(o, key, stat) for o in rows) if v is not None]
+        return f'{statistics.fmean(values) * scale:.2f}' if values else '–'
+
+    lines = ['## Error breakdown (test split, mean over the seeds that recorded it)', '',
+             'Matched pairs (class-aware, best symmetry-aware IoU), predictions at the operating threshold '
+             '(`evaluation/breakdown.py`); runs finished before the breakdown was recorded have none.', '',
+             '| config | seeds | ' + ' | '.join(c[0] for c in BREAKDOWN_COLUMNS) + ' |',
+             '| --- | ---: |' + ' ---: |' * len(BREAKDOWN_COLUMNS)]
+    for config in sorted(by_config, key=config_order):
+        rows = by_config[config]
+        cells = [' / '.join(cell(rows, k, stat, scale) for k in (key if isinstance(key, tuple) else (key,)))
+                 for _, key, stat, scale in BREAKDOWN_COLUMNS]
+        lines.append(f'| {config} | {len(rows)} | ' + ' | '.join(cells) + ' |')
+    return lines
 
 
 def resolve_auto(configs: Sequence[str], records: Sequence[dict], metric: str = METRIC) -> list[str]:
