@@ -39,11 +39,12 @@ from soak import PREFIX, _rss_figures, rss_bytes  # noqa: E402  (same publisher,
 
 SOAK = Path(__file__).resolve().parent / 'soak.py'
 FIRST_SEED, H, W = 2_000_000_000, 480, 640
-BEFORE_CUTS = {'raw_image_input': False, 'reuse_output_messages': False, 'inline_processing': False}
+INPUT_DEPTH_5 = {f'{i}_qos_depth': 5 for i in ('image', 'depth', 'camera_info')}   # the input queues before 3rd round
+BEFORE_CUTS = {'raw_image_input': False, 'reuse_output_messages': False, 'inline_processing': False, **INPUT_DEPTH_5}
+INPUT_DEPTH_1 = {f'{i}_qos_depth': 1 for i in ('image', 'depth', 'camera_info')}
 # the node before issue 22 (copying decode, every output built, ORT defaults, single-threaded executor)
 OLD = {'zero_copy_input': False, 'skip_unsubscribed_outputs': False, 'intra_op_threads': 0,
        'intra_op_spinning': True, 'executor': 'single_threaded', **BEFORE_CUTS}
-INPUT_DEPTH_1 = {f'{i}_qos_depth': 1 for i in ('image', 'depth', 'camera_info')}
 VARIANTS = {
     'old': OLD,
     'zero_copy': {**OLD, 'zero_copy_input': True},
@@ -64,6 +65,8 @@ VARIANTS = {
     'raw_inline': {**BEFORE_CUTS, 'raw_image_input': True, 'inline_processing': True, **INPUT_DEPTH_1},
     'reuse_msgs': {**BEFORE_CUTS, 'reuse_output_messages': True},   # Detection3DArray refilled, not constructed
     'all_cuts': {'raw_image_input': True, 'inline_processing': True, **INPUT_DEPTH_1, 'reuse_output_messages': True},
+    # third round: the defaults of the second round (worker hand-off, input queues of 5), against 'new' (inline)
+    'worker': {'inline_processing': False, **INPUT_DEPTH_5},
 }
 
 

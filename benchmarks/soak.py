@@ -313,8 +313,8 @@ def summarise(res: dict, lis: dict, a) -> dict:
         'latency_ms': {'p50': _pct(lat, 50), 'p95': _pct(lat, 95), 'max': float(lat.max()) if len(lat) else None,
                        'p95_by_third': [_pct(t, 95) for t in thirds]},
         'node': {k: diag.get(k) for k in ('inputs.image', 'synced', 'processed', 'drops.stale',
-                                          'drops.unsynchronised', 'latency_ms_p95', 'inference_ms_p50',
-                                          'execution_provider')},
+                                          'drops.not_received', 'drops.unsynchronised', 'latency_ms_p95',
+                                          'inference_ms_p50', 'execution_provider')},
         'bad_inputs': {k: v for k, v in diag.items() if k.startswith('bad_inputs.')},
         'rss_mb': _rss_figures(rss),
         'outputs_per_phase': per_phase,
@@ -361,6 +361,7 @@ def main(argv=None) -> int:
           f"({100 * res['output_ratio']:.1f} %, per phase {res['outputs_per_phase']}); latency p50 {lat['p50']:.1f} "
           f"p95 {lat['p95']:.1f} max {lat['max']} ms, p95 by third {[round(v, 1) for v in lat['p95_by_third']]}; "
           f"node: synced {node['synced']} processed {node['processed']} stale {node['drops.stale']} "
+          f"not received {node['drops.not_received']} "
           f"unsynchronised {node['drops.unsynchronised']} inference p50 {node['inference_ms_p50']} ms; "
           f"RSS {rss['after_warmup']:.1f} -> {rss['end']:.1f} MiB ({rss['growth_pct']:+.2f} %); "
           f"crashes {res['crashes']}; node rc {res['node_rc']}")

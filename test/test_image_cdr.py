@@ -103,15 +103,18 @@ class FakeNode:
 
 def test_raw_subscriber_passes_images_and_reports_bad_buffers():
     from string_perception.ros.raw_input import RawImageSubscriber
-    node, got, bad = FakeNode(), [], []
-    sub = RawImageSubscriber(node, sensor_msgs.Image, 'image', qos_profile=5, on_bad=bad.append)
+    node, got, bad, infos = FakeNode(), [], [], []
+    sub = RawImageSubscriber(node, sensor_msgs.Image, 'image', qos_profile=5, on_bad=bad.append,
+                             on_info=infos.append)
     sub.registerCallback(got.append)
     assert node.kwargs['raw'] is True                # rclpy hands over the serialized bytes
     raw = serialization.serialize_message(image_msg('rgb8', 2, 2))
-    node.callback(raw)
-    node.callback(raw[:30])
+    node.callback(raw, {'publication_sequence_number': 1})
+    node.callback(raw[:30], {'publication_sequence_number': 2})
     assert len(got) == 1 and got[0].encoding == 'rgb8' and got[0].data.tobytes() == raw[-12:]
     assert len(bad) == 1 and isinstance(bad[0], ImageCdrError) and 'ends inside' in str(bad[0])
+    # every received buffer's MessageInfo reaches on_info, readable or not (a lost frame is not a bad one)
+    assert [i['publication_sequence_number'] for i in infos] == [1, 2]
 
 
 @pytest.mark.ros

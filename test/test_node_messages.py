@@ -176,7 +176,7 @@ def test_node_stats_rates_percentiles_and_drops():
     assert snap['output_rate_hz'] == pytest.approx(10.0)
     assert snap['latency_ms_p50'] == pytest.approx(10.5) and snap['latency_ms_p95'] == pytest.approx(19.05)
     assert snap['inference_ms_p95'] == pytest.approx(2.0)
-    assert snap['drops'] == {'stale': 5, 'unsynchronised': 5, 'tf': 0}
+    assert snap['drops'] == {'stale': 5, 'unsynchronised': 5, 'tf': 0, 'not_received': 0}
     assert snap['bad_inputs'] == {'bad_intrinsics': 1}
     now[0] += 1.0
     assert s.snapshot()['output_rate_hz'] == 0.0           # rates are per period

@@ -142,7 +142,8 @@ def test_qos_parameters_of_one_input():
         P.ParamSpec('x_qos_reliability', 'string', 'best_effort',
                     'QoS reliability of the x subscription (sensor data: best_effort)',
                     choices=('best_effort', 'reliable')),
-        P.ParamSpec('x_qos_depth', 'int', 5, 'QoS history depth of the x subscription', 1, 100))
+        P.ParamSpec('x_qos_depth', 'int', 1, 'QoS history depth of the x subscription (1: while a frame is '
+                    'processed only the newest waits, latest wins)', 1, 100))
     for inp in ('image', 'depth', 'camera_info'):
         assert tuple(P.SPECS[f'{inp}_qos_{k}'] for k in ('reliability', 'depth')) == P._qos_params(inp)
 

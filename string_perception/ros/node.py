@@ -7,13 +7,14 @@ A thin rclpy lifecycle adapter around :class:`string_perception.runtime.Pipeline
   ``camera_info`` through the approximate-time synchroniser and start the worker thread; deactivate/cleanup undo
   that; shutdown all.
 
-The synchroniser callback (executor thread) only hands the matched triple to a :class:`LatestWorker`: the newest
-frame wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``); with
-``inline_processing:=true`` the callback runs the frame itself (no hand-off). Raw images arrive serialized and are
-read by ``image_cdr`` into views over the received bytes (``raw_image_input``, default on). The worker decodes,
-runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray, refilled from the previous frame's
-objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding`` (32FC1, 1 x D), optionally ``~/tokens``
-and ``~/debug_image``; ``~/label_info`` once (transient local); ``/diagnostics`` every ``diagnostics_period``.
+By default (``inline_processing``) the synchroniser callback (executor thread) runs the matched triple itself:
+no thread hand-off, and frames that arrive meanwhile wait in the input QoS queues (depth 1: the newest wins).
+With ``inline_processing:=false`` the callback hands the triple to a :class:`LatestWorker` thread: the newest frame
+wins, a frame still waiting when a newer one arrives is dropped and counted (``stale``). Raw images arrive
+serialized and are read by ``image_cdr`` into views over the received bytes (``raw_image_input``, default on).
+Processing a frame decodes it, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray,
+refilled from the previous frame's objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding``
+(32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient local); ``/diagnostics`` every ``diagnostics_period``.
 A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
 (``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
 good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
@@ -117,6 +118,7 @@ class StringPerceptionNode(LifecycleNode):
         self._last_warn: dict[str, float] = {}
         self._gate: StampGate | None = None        # created at activate
         self._watch: InputWatch | None = None
+        self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -238,11 +240,19 @@ class StringPerceptionNode(LifecycleNode):
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
         raw_images = cfg['raw_image_input']
         from .raw_input import RawImageSubscriber
+        from .sequence_gaps import SequenceGaps, SequencedSubscriber
+        self._image_gaps = SequenceGaps()
         for name, msg_type, topic in specs:
             qos = _qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
+            # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
+            # from the publisher's sequence numbers as drops.not_received
+            counted = {'on_info': self._on_image_info} if name == 'image' else {}
             if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
                 sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
-                                         on_bad=self._on_bad_cdr)
+                                         on_bad=self._on_bad_cdr, **counted)
+            elif counted:
+                sub = SequencedSubscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos,
+                                          **counted)
             else:
                 sub = Subscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos)
             sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
@@ -353,6 +363,12 @@ class StringPerceptionNode(LifecycleNode):
                 self._on_worker_error(e)
             return
         self._worker.submit((image, depth, info, timing))
+
+    def _on_image_info(self, info) -> None:
+        """Executor thread, every colour message's MessageInfo: frames of its publisher that never arrived."""
+        missed = self._image_gaps.missed(info)
+        if missed:
+            self.stats.drop('not_received', missed)
 
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""

@@ -1,0 +1,58 @@
+"""Messages a subscription never received, counted from the publishers' sequence numbers.
+
+A frame can be lost before any callback sees it: overwritten in the subscription's QoS history (depth 1 keeps only
+the newest while the node processes a frame) or dropped by a best-effort transport. rclpy hands a callback with two
+parameters the ``MessageInfo`` of each message (``publication_sequence_number``, ``publisher_gid``); a publisher
+numbers its messages 1, 2, 3, ..., so a jump from 7 to 10 means 2 messages of that publisher were never received.
+
+:class:`SequenceGaps` (ROS-free) does the arithmetic per publisher: the first message of a publisher and a number
+that goes back (the publisher restarted) count nothing; an RMW that reports no sequence number (None or 0) counts
+nothing. :class:`SequencedSubscriber` is the synchroniser's ``Subscriber`` (real ``message_filters`` or ours) whose
+rclpy callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Callable, Mapping
+
+from .sync import Subscriber
+
+__all__ = ['SequenceGaps', 'SequencedSubscriber']
+
+
+class SequenceGaps:
+    """``missed(info)`` -> how many messages of ``info``'s publisher came between its previous one and this one.
+    Remembers at most ``max_publishers`` publishers (the least recently heard is forgotten)."""
+
+    def __init__(self, max_publishers: int = 64) -> None:
+        self.max_publishers = max_publishers
+        self._last: OrderedDict[bytes | None, int] = OrderedDict()   # publisher gid -> last sequence number
+
+    def missed(self, info: Mapping[str, Any] | None) -> int:
+        seq = info.get('publication_sequence_number') if info else None
+        if not seq:                                   # not reported by this RMW
+            return 0
+        gid = info.get('publisher_gid')
+        key = bytes(gid['data']) if isinstance(gid, Mapping) and gid.get('data') is not None else None
+        last = self._last.pop(key, None)
+        self._last[key] = seq
+        while len(self._last) > self.max_publishers:
+            self._last.popitem(last=False)
+        if last is None or seq <= last:               # first message heard, or the publisher restarted
+            return 0
+        return seq - last - 1
+
+
+class SequencedSubscriber(Subscriber):
+    """``Subscriber(node, MsgType, topic, qos_profile=..., on_info=cb, **kwargs)``: as the synchroniser's
+    Subscriber; ``on_info(MessageInfo)`` is called for every message before it is passed on."""
+
+    def __init__(self, node, msg_type, topic: str, qos_profile=10,
+                 on_info: Callable[[Mapping[str, Any]], None] | None = None, **kwargs) -> None:
+        self._on_info = on_info
+        super().__init__(node, msg_type, topic, qos_profile=qos_profile, **kwargs)
+
+    def callback(self, msg, info) -> None:      # two parameters: rclpy passes the MessageInfo
+        if self._on_info is not None:
+            self._on_info(info)
+        self.signalMessage(msg)
