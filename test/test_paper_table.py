@@ -162,6 +162,7 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
                                                                    ('vitd_xyz-rope', 0)]
     for r in results['runs']:
         assert 0.0 <= r['test']['avg_best_iou'] <= 1.0 and r['checkpoint_step'] in (1, 2)
+        assert set(r['breakdown']) >= {'overall', 'per_class'} and r['breakdown']['overall']['num_gt'] > 0
         run_dir = out / 'runs' / r['config'] / 'seed0'
         assert (run_dir / 'best.pt').exists() and (run_dir / 'test.json').exists()
     assert results['budget']['steps'] == 2 and results['budget']['val_every'] == 1
@@ -175,6 +176,7 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
     md = (out / 'table.md').read_text()
     assert f"| ViTD (ours) | best | – | **{cells['vitd']['rope']['best']:.2f}** |" in md
     assert '| ViTD camera_xyz (ours) | best |' in md and '![' in md
+    assert '## Error breakdown' in md and '| vitd-rope | 1 |' in md
     assert (out / 'learning_curves.png').stat().st_size > 1000
     assert re.search(r'\| ViTD > ViT for every encoding \| untested \|', md)
     # the shipped model, scored on the same test seeds at its own 128x128 input (the micro runs render 64x64)
@@ -270,3 +272,22 @@ def test_depth_only_overrides_seed_major_order_and_second_metric_table(tmp_path)
     assert '| ViTD (ours) | best | **11.00** | – | – | – | 6.00 | – |' in strict      # none, cayley columns
     assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou_sym') == ['vitd_xyz-cayley']
     assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou') == ['vitd_xyz-none']
+
+
+def test_breakdown_table_averages_seeds_and_skips_runs_without_one():
+    bench = _load_benchmark()
+
+    def rec(config, seed, centre, cls, prec, recall):
+        overall = {'centre_3d_m': {'mean': 0.0, 'median': centre}, 'centre_xy_m': {'mean': 0.0, 'median': 0.01},
+                   'centre_z_m': {'mean': 0.0, 'median': 0.02}, 'scale_error': {'mean': 0.0, 'median': 0.3},
+                   'orientation_deg': {'mean': 0.0, 'median': None}, 'volume_ratio': {'mean': 0.0, 'median': 0.8},
+                   'class_accuracy': cls, 'duplicates_per_object': 0.1, 'precision': prec, 'recall': recall}
+        return {'config': config, 'seed': seed, 'breakdown': {'overall': overall, 'per_class': {}}}
+
+    lines = bench.breakdown_lines([rec('vit-none', 0, 0.02, 0.5, 0.8, 0.6), rec('vitd-rope', 0, 0.03, 0.6, 0.9, 0.7),
+                                   rec('vitd-rope', 1, 0.05, 0.8, 0.7, 0.5),
+                                   {'config': 'vitd-cayley', 'seed': 0}])           # recorded before: left out
+    rows = [line for line in lines if line.startswith('| vit')]
+    # rows in the table's config order, means over seeds; centre in cm; a statistic no seed has is a dash
+    assert rows == ['| vit-none | 1 | 2.00 | 1.00 / 2.00 | 0.30 | – | 0.80 | 0.50 | 0.10 | 0.80 / 0.60 |',
+                    '| vitd-rope | 2 | 4.00 | 1.00 / 2.00 | 0.30 | – | 0.80 | 0.70 | 0.10 | 0.80 / 0.60 |']
