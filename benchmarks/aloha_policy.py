@@ -61,20 +61,37 @@ def cmd_record(args) -> int:
 
 
 class PrivilegedActor:
-    """act() of a privileged BC checkpoint (torch): the cube's initial position (seen at step 0) + qpos."""
+    """act() of a privileged BC checkpoint (torch): the cube's initial position (seen at step 0) + qpos.
 
-    def __init__(self, checkpoint):
+    How well must vision localise the cube? ``cube_noise_m``: Gaussian noise of this standard deviation (metres,
+    per axis, seeded by the episode's cube position) on the position the policy is given. ``estimator``: a vision
+    BC checkpoint trained with the auxiliary cube loss (``--aux-cube-weight``) or a ``probe`` checkpoint: the
+    position is then its estimate from the step-0 camera frame (ViTD embedding -> linear map), i.e. a two-stage
+    vision policy."""
+
+    def __init__(self, checkpoint, cube_noise_m: float = 0.0, estimator: str | None = None):
         import torch
         from string_perception.policy.train_bc import load_policy
         torch.set_num_threads(1)
         _, self.head, self.cfg, _ = load_policy(checkpoint)
+        self.cube_noise_m = cube_noise_m
+        self.estimator = CubeEstimator(estimator) if estimator else None
         self.state = None
+        self.errors_m: list[float] = []               # |estimate - true| per episode (m), with an estimator
 
     def __call__(self, obs):
         import torch
-        from string_perception.policy.data import privileged_state
+        from string_perception.policy.data import BOX_SCALE, privileged_state
         if obs.step == 0:
-            self.state = torch.as_tensor(privileged_state(obs.cube_xyz))[None]          # [1,3]
+            truth = privileged_state(obs.cube_xyz)
+            if self.estimator is not None:
+                state = self.estimator(obs)
+                self.errors_m.append(float(np.linalg.norm(state - truth) * BOX_SCALE))
+            else:
+                # the episode's own noise: seeded by its cube position (the Observation has no seed)
+                rng = np.random.default_rng(np.frombuffer(np.asarray(obs.cube_xyz, np.float64).tobytes(), np.uint32))
+                state = privileged_state(np.asarray(obs.cube_xyz) + rng.normal(0.0, self.cube_noise_m, 3))
+            self.state = torch.as_tensor(state, dtype=torch.float32)[None]              # [1,3]
         with torch.no_grad():
             return self.head(self.state, torch.as_tensor(obs.qpos, dtype=torch.float32)[None])[0].numpy()
 
@@ -82,6 +99,34 @@ class PrivilegedActor:
         base = dict(chunk_size=self.cfg.chunk_size, query_every=self.cfg.query_every,
                     temporal_ensemble_m=self.cfg.temporal_ensemble_m)
         return RolloutConfig(**{**base, **overrides})
+
+
+class CubeEstimator:
+    """The cube's (scaled) position from a camera frame: a vision BC checkpoint's embedding through its auxiliary
+    linear map (trained on the privileged position, ``--aux-cube-weight``)."""
+
+    def __init__(self, checkpoint):
+        import torch
+        from string_perception.policy.train_bc import load_policy
+        from string_perception.policy.localiser import LOCALISER_FORMAT, load_localiser
+        if torch.load(checkpoint, weights_only=True).get('format') == LOCALISER_FORMAT:     # `probe` output
+            self.policy, self.aux, _ = load_localiser(checkpoint)
+            return
+        self.policy, _, _, ck = load_policy(checkpoint)
+        if ck.get('aux') is None:
+            raise SystemExit(f'{checkpoint}: no auxiliary cube head (train with --aux-cube-weight > 0)')
+        self.aux = torch.nn.Linear(self.policy.chunk_head.embed_dim, 3)
+        self.aux.load_state_dict(ck['aux'])
+
+    def __call__(self, obs) -> np.ndarray:
+        import torch
+        from string_perception.runtime.preprocess import prepare_inputs
+        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size)
+        image, depth, K = (torch.as_tensor(v) for v in inp.feed().values())
+        with torch.no_grad():
+            points = self.policy.points(image, depth, K) if self.policy.pool_points else None
+            e = self.policy.embedding_from_tokens(self.policy.tokens(image, depth, K), points)    # [1,E']
+            return self.aux(e)[0].numpy()                                                        # [3]
 
 
 class TorchActor:
@@ -112,13 +157,17 @@ def _evaluate(job) -> dict:
     global _ACTOR
     seed, spec = job
     if _ACTOR is None:
-        _ACTOR = (PrivilegedActor(spec['privileged']) if spec.get('privileged')
+        _ACTOR = (PrivilegedActor(spec['privileged'], spec.get('cube_noise_m') or 0.0, spec.get('cube_estimator'))
+                  if spec.get('privileged')
                   else TorchActor(spec['torch']) if spec.get('torch')
                   else OnnxActor(spec['perception'], spec['policy']))
     overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
     r = run_episode(seed, _ACTOR, _ACTOR.rollout_config(**overrides))
-    return dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
-                cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
+    row = dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
+               cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
+    if getattr(_ACTOR, 'errors_m', None):
+        row['cube_error_m'] = _ACTOR.errors_m[-1]
+    return row
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -128,13 +177,17 @@ def summarize(rows: list[dict]) -> dict:
                 reached={k: sum(r['max_reward'] >= k for r in rows) for k in range(1, 5)}, max_stage=stages,
                 cpu_s_per_episode=float(np.mean([r['cpu_s'] for r in rows])),
                 render_cpu_s_per_episode=float(np.mean([r['render_cpu_s'] for r in rows])),
-                act_cpu_s_per_episode=float(np.mean([r['act_cpu_s'] for r in rows])))
+                act_cpu_s_per_episode=float(np.mean([r['act_cpu_s'] for r in rows])),
+                **({'cube_error_m_median': float(np.median([r['cube_error_m'] for r in rows]))}
+                   if all('cube_error_m' in r for r in rows) else {}))
 
 
 def cmd_eval(args) -> int:
     a, b = (int(x) for x in args.seeds.split(':'))
     spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged, torch=args.torch,
-                query_every=args.query_every)
+                query_every=args.query_every, cube_noise_m=args.cube_noise_m, cube_estimator=args.cube_estimator)
+    if (args.cube_noise_m or args.cube_estimator) and not args.privileged:
+        raise SystemExit('--cube-noise-m / --cube-estimator apply to a --privileged policy')
     jobs = [(s, spec) for s in range(a, b)]
     print(f'load average {os.getloadavg()[0]:.2f}; evaluating {len(jobs)} seeds {a}..{b - 1}, '
           f'{args.processes} process(es)', flush=True)
@@ -188,6 +241,103 @@ def cmd_step_error(args) -> int:
     return 0
 
 
+def _start_frame(seed: int) -> tuple:
+    """The top camera at step 0 of episode ``seed`` (before any arm moves): colour, depth (m), K, cube position."""
+    from string_perception.sim.demos.rollout import CellCamera
+    from string_perception.sim.demos.transfer_cube import TransferCubeScene
+    scene = TransferCubeScene()
+    scene.reset(seed)
+    camera = CellCamera(scene, RolloutConfig())
+    try:
+        obs = camera.observe(0)
+    finally:
+        camera.close()
+    return obs.color, obs.depth, obs.K, np.asarray(obs.cube_xyz, np.float64)
+
+
+def _rows(x, idx):
+    return None if x is None else x[idx]
+
+
+def cmd_probe(args) -> int:
+    """Can the frozen ViTD localise the cube, and does more data help? Step-0 frames of many seeds (one render each,
+    no demonstration needed), the encoder's tokens cached once; the PolicyHead's attention pool (+ its pooled patch
+    point) and a linear map are trained to the cube's position on the first N training seeds, for each N, and
+    scored on held-out seeds. The best probe is saved (policy/localiser.py) for ``eval --cube-estimator`` and
+    ``python -m string_perception.policy.export --localiser``."""
+    import torch
+    from string_perception.policy.config import PolicyConfig
+    from string_perception.policy.data import BOX_SCALE, encode_points, encode_tokens, privileged_state
+    from string_perception.policy.localiser import save_localiser
+    from string_perception.policy.train_bc import build_policy
+    from string_perception.runtime.preprocess import prepare_inputs
+    torch.set_num_threads(args.threads)
+    a, b = (int(x) for x in args.train_seeds.split(':'))
+    c, d = (int(x) for x in args.test_seeds.split(':'))
+    seeds = list(range(a, b)) + list(range(c, d))
+    t0, c0 = time.perf_counter(), time.process_time()
+    shots = list(_pool_map(_start_frame, seeds, args.processes))
+    render_s = time.perf_counter() - t0
+    policy, _ = build_policy(PolicyConfig(encoder_checkpoint=args.encoder_checkpoint, pool_points=args.pool_points))
+    size = policy.vitd.config.image_size
+    frames = {'image': [], 'depth': [], 'intrinsics': []}
+    for color, depth, K, _ in shots:
+        for k, v in prepare_inputs(color, depth, K, size).feed().items():
+            frames[k].append(v[0])
+    frames = {k: np.stack(v) for k, v in frames.items()}
+    tokens = encode_tokens(policy, frames, progress=False).float()                      # [S,N,D]
+    points = encode_points(policy, frames) if args.pool_points else None                # [S,N,3]
+    state = torch.as_tensor(np.stack([privileged_state(s[3]) for s in shots]))          # [S,3]
+    encode_cpu_s = time.process_time() - c0
+    n_train = b - a
+    test = torch.arange(n_train, len(seeds))
+    initial = {k: v.clone() for k, v in policy.vitd.policy_head.state_dict().items()}
+    rows, best = [], None
+    for n in sorted({min(n, n_train) for n in args.sizes}):
+        torch.manual_seed(0)
+        policy.vitd.policy_head.load_state_dict(initial)
+        aux = torch.nn.Linear(policy.chunk_head.embed_dim, 3)
+        opt = torch.optim.AdamW([*policy.vitd.policy_head.parameters(), *aux.parameters()], lr=args.lr,
+                                weight_decay=1e-4)
+        rng = np.random.default_rng(0)
+        policy.vitd.policy_head.train()
+        for step in range(args.steps):
+            for g in opt.param_groups:
+                g['lr'] = args.lr * 0.5 * (1 + np.cos(np.pi * step / args.steps))         # cosine to 0
+            idx = torch.as_tensor(rng.integers(0, n, args.batch_size))                     # [B]
+            pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))       # [B,3]
+            loss = (pred - state[idx]).abs().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        policy.vitd.policy_head.eval()
+        with torch.no_grad():
+            err = {}
+            for name, sel in (('train', torch.arange(n)), ('test', test)):
+                pred = aux(policy.embedding_from_tokens(tokens[sel], _rows(points, sel)))
+                err[name] = ((pred - state[sel]).norm(dim=-1) * BOX_SCALE).numpy()        # metres
+        baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()  # predict the mean
+        row = dict(train_seeds=n, train_median_cm=100 * float(np.median(err['train'])),
+                   test_median_cm=100 * float(np.median(err['test'])), test_mean_cm=100 * float(err['test'].mean()),
+                   test_p90_cm=100 * float(np.percentile(err['test'], 90)),
+                   mean_position_median_cm=100 * float(np.median(baseline)))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if best is None or row['test_median_cm'] < best['test_median_cm']:
+            best = row
+            if args.out:
+                args.out.mkdir(parents=True, exist_ok=True)
+                save_localiser(args.out / 'probe.pt', policy, aux, row)
+    out = {'rows': rows, 'render_wall_s': render_s, 'encode_cpu_s': encode_cpu_s,
+           'probe_cpu_s': time.process_time() - c0 - encode_cpu_s, 'load_avg': os.getloadavg()[0],
+           'args': {k: str(v) for k, v in vars(args).items()}}
+    print(json.dumps(out), flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / 'probe.json').write_text(json.dumps(out, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest='cmd', required=True)
@@ -202,6 +352,10 @@ def main(argv=None) -> int:
     e.add_argument('--policy', help='policy ONNX')
     e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
     e.add_argument('--torch', help='a vision BC checkpoint run in PyTorch instead of the ONNX pair')
+    e.add_argument('--cube-noise-m', type=float, default=0.0,
+                   help='privileged: Gaussian noise (m, per axis) on the cube position it is given')
+    e.add_argument('--cube-estimator', help='privileged: the cube position estimated from the step-0 frame by this '
+                   'vision checkpoint (trained with --aux-cube-weight) instead of the true one')
     e.add_argument('--seeds', default='1000:1050', help='first:end (held out: demos use 0..)')
     e.add_argument('--query-every', type=int, help='override the policy file\'s query interval')
     e.add_argument('--processes', type=int, default=1)
@@ -211,8 +365,22 @@ def main(argv=None) -> int:
     p.add_argument('--demos', required=True)
     p.add_argument('--steps', type=int, nargs='+', default=[0, 40, 100])
     p.add_argument('--frame-every', type=int, default=4)
+    q = sub.add_parser('probe', help='cube localisation from the frozen encoder vs the number of training seeds')
+    q.add_argument('--encoder-checkpoint', default='models/vitd_tiny_cayley.pt')
+    q.add_argument('--train-seeds', default='0:2000', help='first:end of the seeds the probe learns from')
+    q.add_argument('--test-seeds', default='1000000:1000200', help='held-out seeds (not the eval seeds 1000..)')
+    q.add_argument('--sizes', type=int, nargs='+', default=[45, 200, 1000, 2000])
+    q.add_argument('--pool-points', type=lambda v: v.lower() in ('1', 'true', 'yes'), default=True,
+                   help='the linear map also gets the patch point the attention pools (not in the exported '
+                        'embedding); false: the embedding alone, as the perception ONNX publishes it')
+    q.add_argument('--steps', type=int, default=2000)
+    q.add_argument('--batch-size', type=int, default=64)
+    q.add_argument('--lr', type=float, default=1e-3)
+    q.add_argument('--threads', type=int, default=1)
+    q.add_argument('--processes', type=int, default=1)
+    q.add_argument('--out', type=Path)
     args = ap.parse_args(argv)
-    return {'record': cmd_record, 'eval': cmd_eval, 'step-error': cmd_step_error}[args.cmd](args)
+    return {'record': cmd_record, 'eval': cmd_eval, 'step-error': cmd_step_error, 'probe': cmd_probe}[args.cmd](args)
 
 
 if __name__ == '__main__':

@@ -1,6 +1,8 @@
 """BC checkpoint -> the two deployable ONNX files and their parity checks against PyTorch.
 
     python -m string_perception.policy.export runs/aloha_policy/bc/best.pt --out runs/aloha_policy/bc/onnx
+    python -m string_perception.policy.export runs/aloha_policy/privileged/best.pt \
+        --localiser runs/aloha_policy/probe_emb/probe.pt --out runs/aloha_policy/two_stage/onnx
 
 - ``perception.onnx``: the ViTD with the BC-trained PolicyHead (its frozen or fine-tuned encoder), through the
   package's exporter (export/export_onnx.py: compiled STRING, metadata, parity), plus metadata ``embedding_source``
@@ -9,6 +11,9 @@
 - ``policy.onnx``: the chunk head (normalisation included) per runtime/policy_model.py: ``embedding`` [B,E] +
   ``qpos`` [B,14] -> ``actions`` [B,K,14], PolicyMetadata with ``perception_model_sha256`` = the perception file's
   weights_sha256.
+
+With ``--localiser`` (:func:`export_two_stage`, policy/localiser.py): the perception model is the localiser's ViTD
+and the policy file is its linear map composed with the privileged chunk head; same contract, same runtime.
 """
 from __future__ import annotations
 
@@ -72,14 +77,38 @@ def export_policy_head(head, path, metadata: PolicyMetadata) -> str:
     return sha
 
 
-def _stamp_embedding_source(path: Path, cfg) -> ModelMetadata:
+def _export_perception(vitd, out: Path, ckpt_extra: dict, source: str, frozen: bool, verify_frames: int,
+                       log) -> tuple[Path, dict, ModelMetadata]:
+    """``out/perception.pt`` + ``out/perception.onnx`` (the package's exporter and its parity check), metadata
+    ``embedding_source`` = ``source``: (path, exporter record, metadata)."""
+    vitd_ckpt = out / 'perception.pt'
+    save_checkpoint(vitd_ckpt, vitd, extra=ckpt_extra)
+    path = out / 'perception.onnx'
+    record = export_checkpoint(vitd_ckpt, path, verify_frames=verify_frames, log=log)
     model = onnx.load(str(path))
     meta = ModelMetadata.from_model(model)
-    meta = replace(meta, extra={**meta.extra, 'embedding_source': EMBEDDING_SOURCE, 'policy_task': TASK,
-                                'policy_encoder_frozen': str(not cfg.finetune).lower()})
+    meta = replace(meta, extra={**meta.extra, 'embedding_source': source, 'policy_task': TASK,
+                                'policy_encoder_frozen': str(frozen).lower()})
     meta.write_to(model)                             # metadata only: the weights (and their checksum) are unchanged
     onnx.save(model, str(path))
-    return meta
+    return path, record, meta
+
+
+def _export_policy_file(head, cfg, out: Path, perception: tuple[Path, dict, ModelMetadata], extra: dict,
+                        log) -> dict:
+    """``out/policy.onnx`` of ``head`` (embedding + qpos -> actions) tied to the perception file; its parity."""
+    perception_path, record, pmeta = perception
+    meta = PolicyMetadata(chunk_size=cfg.chunk_size, embed_dim=head.embed_dim, joint_names=JOINT_NAMES,
+                          control_rate_hz=1.0 / CONTROL_DT, temporal_ensemble_m=cfg.temporal_ensemble_m,
+                          query_every=cfg.query_every, task=TASK, perception_model_sha256=pmeta.weights_sha256,
+                          extra=extra)
+    policy_path = out / 'policy.onnx'
+    export_policy_head(head, policy_path, meta)
+    result = {'perception_onnx': str(perception_path), 'policy_onnx': str(policy_path),
+              'perception_ok': bool(record['ok']), 'perception_weights_sha256': pmeta.weights_sha256,
+              'policy_parity_max_abs_diff': policy_parity(head, policy_path)}
+    log(json.dumps(result))
+    return result
 
 
 def policy_parity(head, policy_onnx, seed: int = 0, batch: int = 4) -> float:
@@ -103,33 +132,44 @@ def export_policy(checkpoint, out_dir, *, verify_frames: int = 2, log=print) -> 
                          'point output yet)')
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    vitd_ckpt = out / 'perception.pt'
-    save_checkpoint(vitd_ckpt, policy.vitd, extra={'step': int(ck['step']), 'provenance': ck.get('provenance', {}),
-                                                   'bc_policy_config': cfg.to_dict()})
-    perception_path = out / 'perception.onnx'
-    record = export_checkpoint(vitd_ckpt, perception_path, verify_frames=verify_frames, log=log)
-    pmeta = _stamp_embedding_source(perception_path, cfg)
-    meta = PolicyMetadata(chunk_size=cfg.chunk_size, embed_dim=head.embed_dim, joint_names=JOINT_NAMES,
-                          control_rate_hz=1.0 / CONTROL_DT, temporal_ensemble_m=cfg.temporal_ensemble_m,
-                          query_every=cfg.query_every, task=TASK, perception_model_sha256=pmeta.weights_sha256,
-                          extra={'observation': cfg.observation, 'encoding': policy.vitd.config.encoding,
-                                 'train_step': int(ck['step']), 'encoder_frozen': not cfg.finetune})
-    policy_path = out / 'policy.onnx'
-    export_policy_head(head, policy_path, meta)
-    diff = policy_parity(head, policy_path)
-    result = {'perception_onnx': str(perception_path), 'policy_onnx': str(policy_path),
-              'perception_ok': bool(record['ok']), 'perception_weights_sha256': pmeta.weights_sha256,
-              'policy_parity_max_abs_diff': diff}
-    log(json.dumps(result))
-    return result
+    perception = _export_perception(policy.vitd, out, {'step': int(ck['step']), 'provenance': ck.get('provenance', {}),
+                                                       'bc_policy_config': cfg.to_dict()},
+                                    EMBEDDING_SOURCE, not cfg.finetune, verify_frames, log)
+    return _export_policy_file(head, cfg, out, perception,
+                               {'observation': cfg.observation, 'encoding': policy.vitd.config.encoding,
+                                'train_step': int(ck['step']), 'encoder_frozen': not cfg.finetune}, log)
+
+
+def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, verify_frames: int = 2,
+                     log=print) -> dict:
+    """The two-stage vision policy (localiser.py) as the same two files: ``perception.onnx`` = the localiser's
+    ViTD (its PolicyHead trained to localise the cube; ``embedding_source`` = ``cube_localiser``), ``policy.onnx``
+    = aux linear map + the privileged chunk head, on the embedding."""
+    from .localiser import EstimatedStateHead, load_localiser
+    localiser, aux, lck = load_localiser(localiser_checkpoint)
+    if localiser.pool_points:
+        raise ValueError(f'{localiser_checkpoint}: its linear map reads the pooled patch point, which the '
+                         'perception ONNX does not publish; train the probe with --pool-points false')
+    policy, head, cfg, ck = load_policy(privileged_checkpoint)
+    if policy is not None or cfg.observation != 'privileged':
+        raise ValueError(f'{privileged_checkpoint}: not a privileged (cube position) policy')
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    perception = _export_perception(localiser.vitd, out, {'localiser': dict(lck.get('row', {}))}, 'cube_localiser',
+                                    True, verify_frames, log)
+    return _export_policy_file(EstimatedStateHead(aux, head).eval(), cfg, out, perception,
+                               {'observation': 'vision_two_stage', 'encoding': localiser.vitd.config.encoding,
+                                'train_step': int(ck['step']), 'encoder_frozen': True}, log)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('checkpoint')
+    ap.add_argument('checkpoint', help='a BC checkpoint; with --localiser, the privileged one')
+    ap.add_argument('--localiser', help='a localiser (benchmarks/aloha_policy.py probe): export the two-stage policy')
     ap.add_argument('--out', required=True)
     args = ap.parse_args(argv)
-    r = export_policy(args.checkpoint, args.out)
+    r = (export_two_stage(args.checkpoint, args.localiser, args.out) if args.localiser
+         else export_policy(args.checkpoint, args.out))
     return 0 if r['perception_ok'] and r['policy_parity_max_abs_diff'] < 1e-4 else 1
 
 

@@ -1,0 +1,135 @@
+"""benchmarks/aloha_policy.py's localisation tools (issue 23): the cube probe on real step-0 frames of the simulated
+cell (micro run, tiny encoder), its checkpoint as a cube estimator, and the privileged actor's noisy or estimated
+cube position."""
+import importlib.util
+import json
+import os
+import sys
+
+os.environ.setdefault('MUJOCO_GL', 'osmesa')
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
+from string_perception.model.vitd import save_checkpoint  # noqa: E402
+from ros_helpers import REPO  # noqa: E402
+from string_perception.policy.config import PolicyConfig  # noqa: E402
+from string_perception.policy.data import BOX_SCALE, privileged_state  # noqa: E402
+from string_perception.policy.train_bc import train  # noqa: E402
+from string_perception.sim.demos.rollout import Observation  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TINY = dict(image_size=(16, 24), patch_size=8, width=32, depth=1, num_heads=2, class_embed_dim=8, embed_dim=16,
+            encoding='cayley')
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location('aloha_policy_bench', REPO / 'benchmarks' / 'aloha_policy.py')
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def probe(tmp_path_factory):
+    d = tmp_path_factory.mktemp('probe')
+    torch.manual_seed(0)
+    save_checkpoint(d / 'enc.pt', build_model(ViTDConfig(**TINY)))
+    bench = _bench()
+    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                       '--test-seeds', '1000000:1000003', '--sizes', '3', '6', '--steps', '3', '--out',
+                       str(d / 'out')]) == 0
+    return bench, d
+
+
+def test_probe_scores_each_training_size_on_held_out_seeds(probe):
+    _, d = probe
+    res = json.loads((d / 'out' / 'probe.json').read_text())
+    assert [r['train_seeds'] for r in res['rows']] == [3, 6]
+    for r in res['rows']:
+        assert all(np.isfinite(v) and v >= 0 for k, v in r.items() if k.endswith('_cm'))
+        # the cube lies within gym-aloha's 20 x 20 cm range: no estimate can be a metre off
+        assert r['mean_position_median_cm'] < 30
+
+
+def test_probe_checkpoint_estimates_the_cube_from_a_frame(probe):
+    bench, d = probe
+    est = bench.CubeEstimator(str(d / 'out' / 'probe.pt'))
+    color, depth, K, cube = bench._start_frame(1000000)
+    obs = Observation(0, color, depth, K, np.zeros(14), cube)
+    a, b = est(obs), est(obs)
+    assert a.shape == (3,) and np.all(np.isfinite(a)) and np.array_equal(a, b)     # deterministic, eval mode
+
+
+def test_privileged_actor_noise_and_estimator(probe, tmp_path):
+    bench, d = probe
+    ckpt = _privileged_checkpoint(tmp_path)
+    color, depth, K, cube = bench._start_frame(1000001)
+    obs = Observation(0, color, depth, K, np.zeros(14), cube)
+    exact, noisy, again = (bench.PrivilegedActor(ckpt, noise) for noise in (0.0, 0.02, 0.02))
+    for actor in (exact, noisy, again):
+        assert actor(obs).shape == (8, 14)
+    assert np.allclose(exact.state[0].numpy(), privileged_state(cube))
+    offset = (noisy.state[0] - exact.state[0]).numpy() * BOX_SCALE                     # metres
+    assert 0 < np.abs(offset).max() < 0.2 and torch.equal(noisy.state, again.state)  # the episode's own noise
+    est = bench.PrivilegedActor(ckpt, estimator=str(d / 'out' / 'probe.pt'))
+    est(obs)
+    assert len(est.errors_m) == 1 and est.errors_m[0] == pytest.approx(
+        float(np.linalg.norm(est.state[0].numpy() - privileged_state(cube)) * BOX_SCALE), rel=1e-5)
+
+
+def _privileged_checkpoint(tmp_path) -> str:
+    demos = tmp_path / 'demos'
+    demos.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    for s in range(3):
+        q = rng.normal(size=(20, 14)).astype(np.float32)
+        np.savez(demos / f'demo_{s:06d}.npz', qpos=q, action=q, reward=np.zeros(20, np.int8),
+                 frame_steps=np.arange(0, 20, 10), color=np.zeros((2, 16, 24, 3), np.uint8),
+                 depth=np.full((2, 16, 24), 800, np.uint16), K=np.eye(3), cube_xyz=np.array([0.1, 0.5, 0.05]),
+                 seed=np.int64(s), success=np.bool_(True))
+    cfg = PolicyConfig(demos=str(demos), observation='privileged', out=str(tmp_path / 'priv'), val_episodes=1,
+                       chunk_size=8, query_every=4, hidden=16, layers=2, steps=2, batch_size=4, warmup_steps=1,
+                       val_every=2)
+    train(cfg, progress=False)
+    return str(tmp_path / 'priv' / 'last.pt')
+
+
+def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_path):
+    """The deployable two-stage pair: perception ONNX = the localiser's ViTD, policy ONNX = aux o privileged chunk
+    head on its embedding; the ONNX pair equals the PyTorch composition on a real cell frame."""
+    from string_perception.policy.export import export_two_stage
+    from string_perception.policy.localiser import EstimatedStateHead, load_localiser
+    from string_perception.policy.train_bc import load_policy
+    from string_perception.runtime import OnnxModel, prepare_inputs
+    from string_perception.runtime.policy_model import PolicyModel
+    bench, d = probe
+    priv = _privileged_checkpoint(tmp_path)
+    with pytest.raises(ValueError, match='pool-points false'):          # the pooled point is not published
+        export_two_stage(priv, d / 'out' / 'probe.pt', tmp_path / 'refused', log=lambda *_: None)
+    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                       '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3', '--pool-points', 'false',
+                       '--out', str(tmp_path / 'emb')]) == 0
+    r = export_two_stage(priv, tmp_path / 'emb' / 'probe.pt', tmp_path / 'onnx', log=lambda *_: None)
+    assert r['perception_ok'] and r['policy_parity_max_abs_diff'] < 1e-4
+    perception, policy_file = OnnxModel(r['perception_onnx']), PolicyModel(r['policy_onnx'])
+    assert perception.metadata.extra['embedding_source'] == 'cube_localiser'
+    assert policy_file.metadata.embed_dim == TINY['embed_dim'] and policy_file.metadata.chunk_size == 8
+    assert policy_file.metadata.perception_model_sha256 == r['perception_weights_sha256']
+    color, depth, K, _ = bench._start_frame(1000002)
+    inp = prepare_inputs(color, depth, K, TINY['image_size'])
+    emb = perception.run(**inp.feed())['embedding']                                # [1,E]
+    qpos = np.linspace(-0.5, 0.5, 14, dtype=np.float32)[None]
+    localiser, aux, _ = load_localiser(tmp_path / 'emb' / 'probe.pt')
+    _, head, _, _ = load_policy(priv)
+    with torch.no_grad():
+        tokens = localiser.tokens(*(torch.as_tensor(v) for v in inp.feed().values()))
+        ref_emb = localiser.embedding_from_tokens(tokens)
+        ref = EstimatedStateHead(aux, head)(ref_emb, torch.as_tensor(qpos)).numpy()          # [1,K,J]
+        composed = head(aux(ref_emb), torch.as_tensor(qpos)).numpy()
+    assert np.array_equal(ref, composed)                                            # aux, then the chunk head
+    assert np.abs(emb - ref_emb.numpy()).max() < 1e-4
+    assert np.abs(policy_file.predict(emb, qpos) - ref).max() < 1e-3
