@@ -133,3 +133,14 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     assert np.array_equal(ref, composed)                                            # aux, then the chunk head
     assert np.abs(emb - ref_emb.numpy()).max() < 1e-4
     assert np.abs(policy_file.predict(emb, qpos) - ref).max() < 1e-3
+    # the privileged head acts on where the cube started: every query of an episode gets its first embedding
+    from string_perception.sim.demos.rollout import OnnxActor
+    assert policy_file.metadata.embedding_latch == 'episode_start'
+    actor = OnnxActor(r['perception_onnx'], r['policy_onnx'])
+    other = bench._start_frame(1000001)
+    first = actor(Observation(0, color, depth, K, qpos[0], np.zeros(3)))
+    later = actor(Observation(10, other[0], other[1], other[2], qpos[0], np.zeros(3)))
+    assert np.array_equal(first, later)                              # same qpos, the latched embedding
+    fresh = actor(Observation(0, other[0], other[1], other[2], qpos[0], np.zeros(3)))   # a new episode
+    assert np.allclose(fresh, policy_file.predict(actor.embedding(Observation(0, *other[:3], qpos[0], np.zeros(3))),
+                                                  qpos)[0], atol=1e-6)

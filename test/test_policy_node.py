@@ -78,6 +78,31 @@ def test_stepper_overrides_metadata_and_restarts_episodes(policy):
         PolicyStepper(PolicyModel(path), query_every=K + 1)
 
 
+def test_stepper_latches_the_first_embedding_of_each_episode_when_the_policy_says_so(tmp_path):
+    from dataclasses import replace
+    from string_perception.runtime.errors import MetadataError
+    model = make_linear_policy(replace(_meta(query_every=1, m=0.0), embedding_latch='episode_start'), seed=3)
+    path = tmp_path / 'latched.onnx'
+    onnx.save(model, str(path))
+    stepper = PolicyStepper(PolicyModel(path))
+    e0, _ = _inputs(0)
+    latched, current = TemporalEnsemble(K, J, 0.0), TemporalEnsemble(K, J, 0.0)
+    for t in range(4):                       # every query is given step 0's embedding, not the current one
+        e, q = _inputs(t)
+        r = stepper(t * DT_NS, e, q)
+        latched.add(t, linear_policy_actions(model, e0[None], q[None])[0])
+        current.add(t, linear_policy_actions(model, e[None], q[None])[0])
+        assert np.allclose(r.action, latched.action(t), atol=1e-5)
+        assert t == 0 or not np.allclose(r.action, current.action(t), atol=1e-3)
+    e5, q5 = _inputs(5)
+    r = stepper(3 * DT_NS + 600_000_000, e5, q5)                      # a new episode latches its own first
+    assert r.new_episode and np.allclose(r.action, linear_policy_actions(model, e5[None], q5[None])[0, 0],
+                                         atol=1e-5)
+    assert PolicyModel(path).metadata.embedding_latch == 'episode_start'
+    with pytest.raises(MetadataError, match='embedding_latch'):
+        replace(_meta(), embedding_latch='sometimes').validate()
+
+
 def test_stepper_bad_input_changes_nothing_and_a_missed_query_is_made_up(policy):
     model, path = policy
     stepper = PolicyStepper(PolicyModel(path))

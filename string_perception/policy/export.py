@@ -95,13 +95,13 @@ def _export_perception(vitd, out: Path, ckpt_extra: dict, source: str, frozen: b
 
 
 def _export_policy_file(head, cfg, out: Path, perception: tuple[Path, dict, ModelMetadata], extra: dict,
-                        log) -> dict:
+                        log, embedding_latch: str = 'none') -> dict:
     """``out/policy.onnx`` of ``head`` (embedding + qpos -> actions) tied to the perception file; its parity."""
     perception_path, record, pmeta = perception
     meta = PolicyMetadata(chunk_size=cfg.chunk_size, embed_dim=head.embed_dim, joint_names=JOINT_NAMES,
                           control_rate_hz=1.0 / CONTROL_DT, temporal_ensemble_m=cfg.temporal_ensemble_m,
                           query_every=cfg.query_every, task=TASK, perception_model_sha256=pmeta.weights_sha256,
-                          extra=extra)
+                          embedding_latch=embedding_latch, extra=extra)
     policy_path = out / 'policy.onnx'
     export_policy_head(head, policy_path, meta)
     result = {'perception_onnx': str(perception_path), 'policy_onnx': str(policy_path),
@@ -144,7 +144,8 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
                      log=print) -> dict:
     """The two-stage vision policy (localiser.py) as the same two files: ``perception.onnx`` = the localiser's
     ViTD (its PolicyHead trained to localise the cube; ``embedding_source`` = ``cube_localiser``), ``policy.onnx``
-    = aux linear map + the privileged chunk head, on the embedding."""
+    = aux linear map + the privileged chunk head, on the embedding, with ``embedding_latch`` 'episode_start' (the
+    privileged head acts on where the cube started; later frames show the arms over it)."""
     from .localiser import EstimatedStateHead, load_localiser
     localiser, aux, lck = load_localiser(localiser_checkpoint)
     if localiser.pool_points:
@@ -159,7 +160,8 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
                                     True, verify_frames, log)
     return _export_policy_file(EstimatedStateHead(aux, head).eval(), cfg, out, perception,
                                {'observation': 'vision_two_stage', 'encoding': localiser.vitd.config.encoding,
-                                'train_step': int(ck['step']), 'encoder_frozen': True}, log)
+                                'train_step': int(ck['step']), 'encoder_frozen': True}, log,
+                               embedding_latch='episode_start')   # the head was trained on the cube's start
 
 
 def main(argv=None) -> int:

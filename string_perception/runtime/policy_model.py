@@ -33,13 +33,14 @@ from .checksum import weights_sha256
 from .errors import InputError, MetadataError, ModelLoadError
 
 __all__ = ['PolicyMetadata', 'PolicyModel', 'POLICY_METADATA_KEY', 'POLICY_METADATA_KEYS', 'POLICY_INPUTS',
-           'POLICY_OUTPUT']
+           'POLICY_OUTPUT', 'EMBEDDING_LATCHES']
 
 POLICY_METADATA_KEY = 'string_perception_policy'
 POLICY_INPUTS = ('embedding', 'qpos')
 POLICY_OUTPUT = 'actions'
 POLICY_METADATA_KEYS = ('chunk_size', 'embed_dim', 'joint_names', 'control_rate_hz', 'temporal_ensemble_m',
                         'query_every', 'task')
+EMBEDDING_LATCHES = ('none', 'episode_start')     # PolicyMetadata.embedding_latch
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class PolicyMetadata:
     query_every: int                 # control steps between two queries (1: every step, K: open-loop chunks)
     task: str                        # e.g. 'aloha_transfer_cube'
     perception_model_sha256: str = ''   # weights_sha256 of the perception ONNX whose embedding it consumes
+    # 'none': every query gets the current embedding; 'episode_start': every query of an episode gets the
+    # embedding of its first step (a policy conditioned on the scene's initial state, e.g. where the object
+    # started, which the arms later occlude or move)
+    embedding_latch: str = 'none'
     extra: Mapping[str, Any] | None = None
 
     @classmethod
@@ -71,6 +76,7 @@ class PolicyMetadata:
                    control_rate_hz=d['control_rate_hz'], temporal_ensemble_m=d['temporal_ensemble_m'],
                    query_every=d['query_every'], task=str(d['task']),
                    perception_model_sha256=str(d.get('perception_model_sha256', '')),
+                   embedding_latch=str(d.get('embedding_latch', 'none')),
                    extra={k: v for k, v in d.items() if k not in known} or None)
         meta.validate()
         return meta
@@ -94,6 +100,8 @@ class PolicyMetadata:
                 bad(f'{name} must be a finite number >= 0, got {v!r}')
         if self.control_rate_hz <= 0:
             bad('control_rate_hz must be > 0')
+        if self.embedding_latch not in EMBEDDING_LATCHES:
+            bad(f'embedding_latch must be one of {EMBEDDING_LATCHES}, got {self.embedding_latch!r}')
 
     def to_json(self) -> str:
         d = {k: v for k, v in asdict(self).items() if k != 'extra'}

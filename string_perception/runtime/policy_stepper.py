@@ -6,7 +6,9 @@ stamp. The control step index is the stamp's offset from the episode's first sta
 right entry of every stored chunk. The policy is queried at steps ``0, q, 2q, ...`` (``q = query_every``) and,
 additionally, at any step no stored chunk covers (after misses); :class:`TemporalEnsemble` gives the command. A
 stamp before the previous one, or more than ``episode_gap_s`` after it, starts a new episode (the ensemble is
-cleared), as when a simulator resets or a bag loops.
+cleared), as when a simulator resets or a bag loops. A policy whose metadata says ``embedding_latch:
+'episode_start'`` is given, at every query, the embedding of its episode's first step (kept until the next
+episode) instead of the current one.
 
 Bad inputs raise :class:`InputError` (``bad_shape``, ``non_finite``, ``out_of_order`` for a repeated stamp)
 before any state changes, so the stepper goes on with the next good input.
@@ -51,11 +53,14 @@ class PolicyStepper:
         self._start_ns: int | None = None
         self._last_ns: int | None = None
         self._last_query: int | None = None       # step of the newest chunk
+        self._latch = meta.embedding_latch == 'episode_start'
+        self._first_embedding: np.ndarray | None = None   # [E], with the latch
         self.queries = 0
 
     def reset(self) -> None:
         self.ensemble.reset()
         self._start_ns = self._last_ns = self._last_query = None
+        self._first_embedding = None
 
     def _check(self, embedding: np.ndarray, qpos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         meta = self.model.metadata
@@ -77,6 +82,9 @@ class PolicyStepper:
         if new:
             self.ensemble.reset()
             self._start_ns, self._last_query = stamp_ns, None
+            self._first_embedding = e if self._latch else None
+        if self._first_embedding is not None:
+            e = self._first_embedding
         step = int(round((stamp_ns - self._start_ns) / self.period_ns))
         queried = step % self.query_every == 0 or not self._covered(step)
         if queried:

@@ -190,6 +190,7 @@ class OnnxActor:
                              f'{self.perception.metadata.embedding_dim}')
         if tuple(meta.joint_names) != JOINT_NAMES:
             raise ValueError(f'policy joints {meta.joint_names} are not the cell\'s {JOINT_NAMES}')
+        self._first: np.ndarray | None = None          # [1,E]: the episode's first embedding, with the latch
 
     def embedding(self, obs: Observation) -> np.ndarray:
         from ...runtime.preprocess import prepare_inputs
@@ -197,6 +198,12 @@ class OnnxActor:
         return self.perception.run(**inputs.feed())['embedding']                      # [1,E]
 
     def __call__(self, obs: Observation) -> np.ndarray:
+        """A chunk [K,14]; with the policy's ``embedding_latch`` 'episode_start' the embedding is the one of the
+        episode's first step (as runtime.PolicyStepper, which the ROS policy node runs)."""
+        if self.policy.metadata.embedding_latch == 'episode_start':
+            if obs.step == 0 or self._first is None:
+                self._first = self.embedding(obs)
+            return self.policy.predict(self._first, obs.qpos)[0]                      # [K,14]
         return self.policy.predict(self.embedding(obs), obs.qpos)[0]                  # [K,14]
 
     def rollout_config(self, **overrides) -> RolloutConfig:
