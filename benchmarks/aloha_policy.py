@@ -124,9 +124,7 @@ class CubeEstimator:
         inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size)
         image, depth, K = (torch.as_tensor(v) for v in inp.feed().values())
         with torch.no_grad():
-            points = self.policy.points(image, depth, K) if self.policy.pool_points else None
-            e = self.policy.embedding_from_tokens(self.policy.tokens(image, depth, K), points)    # [1,E']
-            return self.aux(e)[0].numpy()                                                        # [3]
+            return self.aux(self.policy.embedding(image, depth, K))[0].numpy()                  # [3]
 
 
 class TorchActor:

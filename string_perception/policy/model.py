@@ -87,7 +87,12 @@ class BCPolicy(nn.Module):
         e = self.embedding_from_tokens(tokens, points)                                 # [B,E(+3)]
         return self.chunk_head.forward_normalized(e, qpos) if normalized else self.chunk_head(e, qpos)
 
+    def embedding(self, image: Tensor, depth: Tensor, K: Tensor) -> Tensor:
+        """A frame batch -> the chunk head's input [B,E(+3)] (embedding_from_tokens of the frames)."""
+        points = self.points(image, depth, K) if self.pool_points else None
+        return self.embedding_from_tokens(self.tokens(image, depth, K), points)
+
     def forward(self, image: Tensor, depth: Tensor, K: Tensor, qpos: Tensor, normalized: bool = False) -> Tensor:
         """A frame batch + joint states -> actions [B,K,J]."""
-        points = self.points(image, depth, K) if self.pool_points else None
-        return self.forward_from_tokens(self.tokens(image, depth, K), qpos, normalized, points)
+        e = self.embedding(image, depth, K)                                            # [B,E(+3)]
+        return self.chunk_head.forward_normalized(e, qpos) if normalized else self.chunk_head(e, qpos)

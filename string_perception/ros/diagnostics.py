@@ -4,10 +4,11 @@
 processed frames, drops by reason (``stale``: replaced by a newer frame before the worker took it;
 ``unsynchronised``: colour images that never got a depth + camera_info partner; ``tf``: no transform to
 target_frame; ``not_received``: colour images the publisher sent that never reached the node, overwritten in the
-subscription's QoS queue while a frame was processed or lost in transport, from the publication sequence numbers), bad inputs by kind (the runtime's ``InputError.kind``, plus ``conversion``), inference errors by
-kind, and latencies (image stamp -> publish, and inference alone) over a sliding window. :meth:`NodeStats.snapshot`
-gives rates since the previous snapshot and p50/p95 over the window; :func:`diagnostic_array` turns a snapshot
-into a diagnostic_msgs/DiagnosticArray (the node publishes one per ``diagnostics_period``, 1 Hz by default).
+subscription's QoS queue while a frame was processed or lost in transport, from the publication sequence numbers),
+bad inputs by kind (the runtime's ``InputError.kind``, plus ``conversion``), inference errors by kind, and
+latencies (image stamp -> publish, and inference alone) over a sliding window. :meth:`NodeStats.snapshot` gives
+rates since the previous snapshot and p50/p95 over the window; :func:`diagnostic_array` turns a snapshot into a
+diagnostic_msgs/DiagnosticArray (the node publishes one per ``diagnostics_period``, 1 Hz by default).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ wins, a frame still waiting when a newer one arrives is dropped and counted (``s
 serialized and are read by ``image_cdr`` into views over the received bytes (``raw_image_input``, default on).
 Processing a frame decodes it, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray,
 refilled from the previous frame's objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding``
-(32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient local); ``/diagnostics`` every ``diagnostics_period``.
+(32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient local);
+``/diagnostics`` every ``diagnostics_period``.
 A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
 (``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
 good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
@@ -225,7 +226,7 @@ class StringPerceptionNode(LifecycleNode):
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
-        from .sync import ApproximateTimeSynchronizer, Subscriber
+        from .sync import ApproximateTimeSynchronizer
         cfg = self.cfg
         self.pipeline.reset_tracking()          # every activation starts a new stream
         compressed = cfg['image_transport'] == 'compressed'
@@ -246,15 +247,13 @@ class StringPerceptionNode(LifecycleNode):
             qos = _qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
             # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
             # from the publisher's sequence numbers as drops.not_received
-            counted = {'on_info': self._on_image_info} if name == 'image' else {}
+            on_info = self._on_image_info if name == 'image' else None
             if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
                 sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
-                                         on_bad=self._on_bad_cdr, **counted)
-            elif counted:
-                sub = SequencedSubscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos,
-                                          **counted)
+                                         on_bad=self._on_bad_cdr, on_info=on_info)
             else:
-                sub = Subscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos)
+                sub = SequencedSubscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos,
+                                          on_info=on_info)
             sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])

@@ -1,8 +1,8 @@
 """A synchroniser input that subscribes to sensor_msgs/Image raw (serialized) and reads it with ``image_cdr``.
 
 ``RawImageSubscriber(node, Image, topic, qos_profile=qos, on_bad=cb, on_info=cb, callback_group=...)`` behaves
-like the synchroniser's ``Subscriber`` (``on_info``: :class:`~string_perception.ros.sequence_gaps.SequencedSubscriber`)
-but passes on :class:`~string_perception.ros.image_cdr.RawImage` objects (a numpy
+like the synchroniser's ``Subscriber`` (``on_info``: see ros/sequence_gaps.SequencedSubscriber) but passes on
+:class:`~string_perception.ros.image_cdr.RawImage` objects (a numpy
 view over the serialized bytes as ``data``) instead of rclpy-converted messages; a buffer the reader rejects goes
 to ``on_bad(ImageCdrError)`` and is not passed on. The node uses it with ``raw_image_input:=true``.
 """
@@ -22,9 +22,7 @@ class RawImageSubscriber(SequencedSubscriber):
         self._on_bad = on_bad
         super().__init__(node, msg_type, topic, qos_profile=qos_profile, raw=True, **kwargs)
 
-    def callback(self, serialized, info) -> None:
-        if self._on_info is not None:
-            self._on_info(info)
+    def pass_on(self, serialized) -> None:
         try:
             msg = read_image(serialized)
         except ImageCdrError as e:

@@ -8,7 +8,8 @@ numbers its messages 1, 2, 3, ..., so a jump from 7 to 10 means 2 messages of th
 :class:`SequenceGaps` (ROS-free) does the arithmetic per publisher: the first message of a publisher and a number
 that goes back (the publisher restarted) count nothing; an RMW that reports no sequence number (None or 0) counts
 nothing. :class:`SequencedSubscriber` is the synchroniser's ``Subscriber`` (real ``message_filters`` or ours) whose
-rclpy callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on.
+rclpy callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
+(:meth:`SequencedSubscriber.pass_on`: subclasses that convert the message override that, not the callback).
 """
 from __future__ import annotations
 
@@ -55,4 +56,8 @@ class SequencedSubscriber(Subscriber):
     def callback(self, msg, info) -> None:      # two parameters: rclpy passes the MessageInfo
         if self._on_info is not None:
             self._on_info(info)
+        self.pass_on(msg)
+
+    def pass_on(self, msg) -> None:
+        """The received message to the connected filters (override to convert it first)."""
         self.signalMessage(msg)
