@@ -108,6 +108,8 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     from string_perception.runtime.policy_model import PolicyModel
     bench, d = probe
     priv = _privileged_checkpoint(tmp_path)
+    with pytest.raises(ValueError, match='not a cube_probe checkpoint'):   # a BC checkpoint is no localiser
+        load_localiser(priv)
     with pytest.raises(ValueError, match='pool-points false'):          # the pooled point is not published
         export_two_stage(priv, d / 'out' / 'probe.pt', tmp_path / 'refused', log=lambda *_: None)
     assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
