@@ -290,42 +290,61 @@ def cmd_probe(args) -> int:
     n_train = b - a
     test = torch.arange(n_train, len(seeds))
     initial = {k: v.clone() for k, v in policy.vitd.policy_head.state_dict().items()}
-    rows, best = [], None
-    for n in sorted({min(n, n_train) for n in args.sizes}):
-        torch.manual_seed(0)
-        policy.vitd.policy_head.load_state_dict(initial)
-        aux = torch.nn.Linear(policy.chunk_head.embed_dim, 3)
-        opt = torch.optim.AdamW([*policy.vitd.policy_head.parameters(), *aux.parameters()], lr=args.lr,
-                                weight_decay=1e-4)
-        rng = np.random.default_rng(0)
-        policy.vitd.policy_head.train()
-        for step in range(args.steps):
-            for g in opt.param_groups:
-                g['lr'] = args.lr * 0.5 * (1 + np.cos(np.pi * step / args.steps))         # cosine to 0
-            idx = torch.as_tensor(rng.integers(0, n, args.batch_size))                     # [B]
-            pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))       # [B,3]
-            loss = (pred - state[idx]).abs().mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    save_at = sorted({s for s in args.save_at if 0 < s < args.steps})
+
+    def score(aux, n) -> dict:
+        """Median / mean / p90 position error (cm) on the first n training seeds and the held-out ones."""
         policy.vitd.policy_head.eval()
         with torch.no_grad():
             err = {}
             for name, sel in (('train', torch.arange(n)), ('test', test)):
                 pred = aux(policy.embedding_from_tokens(tokens[sel], _rows(points, sel)))
                 err[name] = ((pred - state[sel]).norm(dim=-1) * BOX_SCALE).numpy()        # metres
-        baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()  # predict the mean
-        row = dict(train_seeds=n, train_median_cm=100 * float(np.median(err['train'])),
-                   test_median_cm=100 * float(np.median(err['test'])), test_mean_cm=100 * float(err['test'].mean()),
-                   test_p90_cm=100 * float(np.percentile(err['test'], 90)),
-                   mean_position_median_cm=100 * float(np.median(baseline)))
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-        if best is None or row['test_median_cm'] < best['test_median_cm']:
-            best = row
+        policy.vitd.policy_head.train()
+        return dict(train_median_cm=100 * float(np.median(err['train'])),
+                    test_median_cm=100 * float(np.median(err['test'])), test_mean_cm=100 * float(err['test'].mean()),
+                    test_p90_cm=100 * float(np.percentile(err['test'], 90)))
+
+    rows, best = [], None
+    for n in sorted({min(n, n_train) for n in args.sizes}):
+        for probe_seed in args.probe_seeds:
+            torch.manual_seed(probe_seed)
+            policy.vitd.policy_head.load_state_dict(initial)
+            aux = torch.nn.Linear(policy.chunk_head.embed_dim, 3)
+            opt = torch.optim.AdamW([*policy.vitd.policy_head.parameters(), *aux.parameters()], lr=args.lr,
+                                    weight_decay=1e-4)
+            rng = np.random.default_rng(probe_seed)
+            policy.vitd.policy_head.train()
+            along = []                                                  # the probe's error at each --save-at step
+            for step in range(args.steps):
+                if step in save_at:
+                    along.append(dict(step=step, **score(aux, n)))
+                    if args.out:
+                        args.out.mkdir(parents=True, exist_ok=True)
+                        save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
+                                       dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
+                for g in opt.param_groups:
+                    g['lr'] = args.lr * 0.5 * (1 + np.cos(np.pi * step / args.steps))     # cosine to 0
+                idx = torch.as_tensor(rng.integers(0, n, args.batch_size))                 # [B]
+                pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,3]
+                loss = (pred - state[idx]).abs().mean()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()   # predict the mean
+            row = dict(train_seeds=n, probe_seed=probe_seed, steps=args.steps, **score(aux, n),
+                       mean_position_median_cm=100 * float(np.median(baseline)), along=along)
+            policy.vitd.policy_head.eval()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            is_best = best is None or row['test_median_cm'] < best['test_median_cm']
+            best = row if is_best else best
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)
-                save_localiser(args.out / 'probe.pt', policy, aux, row)
+                if len(args.probe_seeds) > 1 or save_at:
+                    save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{args.steps}.pt', policy, aux, row)
+                if is_best:
+                    save_localiser(args.out / 'probe.pt', policy, aux, row)
     out = {'rows': rows, 'render_wall_s': render_s, 'encode_cpu_s': encode_cpu_s,
            'probe_cpu_s': time.process_time() - c0 - encode_cpu_s, 'load_avg': os.getloadavg()[0],
            'args': {k: str(v) for k, v in vars(args).items()}}
@@ -372,6 +391,11 @@ def main(argv=None) -> int:
                    help='the linear map also gets the patch point the attention pools (not in the exported '
                         'embedding); false: the embedding alone, as the perception ONNX publishes it')
     q.add_argument('--steps', type=int, default=2000)
+    q.add_argument('--probe-seeds', type=int, nargs='+', default=[0],
+                   help='training seeds of the probe (its linear map\'s initialisation and batch order); with more '
+                        'than one, or with --save-at, every probe is saved as probe_n{N}_seed{K}_step{S}.pt')
+    q.add_argument('--save-at', type=int, nargs='*', default=[],
+                   help='also save (and score) the probe before these steps: the success-vs-step curve')
     q.add_argument('--batch-size', type=int, default=64)
     q.add_argument('--lr', type=float, default=1e-3)
     q.add_argument('--threads', type=int, default=1)

@@ -146,3 +146,51 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     fresh = actor(Observation(0, other[0], other[1], other[2], qpos[0], np.zeros(3)))   # a new episode
     assert np.allclose(fresh, policy_file.predict(actor.embedding(Observation(0, *other[:3], qpos[0], np.zeros(3))),
                                                   qpos)[0], atol=1e-6)
+
+
+def _study():
+    spec = importlib.util.spec_from_file_location('aloha_encoding_study',
+                                                  REPO / 'benchmarks' / 'aloha_encoding_study.py')
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_encoding_study_probes_each_seed_along_its_run_and_evaluates_every_saved_localiser(probe, tmp_path):
+    """benchmarks/aloha_encoding_study.py run: per probe seed, localisers saved before step 2 and at the end, each
+    exported as the ONNX pair and run closed loop; a second run reuses every result; report tabulates them."""
+    _, d = probe
+    study = _study()
+    priv = _privileged_checkpoint(tmp_path)
+    out = tmp_path / 'study'
+    argv = ['run', '--detector', str(d / 'enc.pt'), '--privileged', priv, '--out', str(out), '--probe-seeds', '0',
+            '1', '--steps', '3', '--save-at', '2', '--train-seeds', '0:6', '--train-size', '6',
+            '--test-seeds', '1000000:1000003', '--eval-seeds', '1000:1001']
+    assert study.main(argv) == 0
+    res = json.loads((out / 'study.json').read_text())
+    assert res['detector']['encoding'] == 'cayley'
+    assert sorted((r['probe_seed'], r['step']) for r in res['rows']) == [(0, 2), (0, 3), (1, 2), (1, 3)]
+    assert all(r['episodes'] == 1 and r['success'] in (0, 1) and r['probe_test_median_cm'] >= 0 for r in res['rows'])
+    probe_rows = {r['probe_seed']: r for r in json.loads((out / 'probe' / 'probe.json').read_text())['rows']}
+    for r in res['rows']:                          # the error the probe measured when it saved that checkpoint
+        pr = probe_rows[r['probe_seed']]
+        expected = pr['test_median_cm'] if r['step'] == 3 else pr['along'][0]['test_median_cm']
+        assert r['probe_test_median_cm'] == expected
+    aux = [torch.load(out / 'probe' / f'probe_n6_seed{s}_step3.pt', weights_only=True)['aux']['weight'] for s in (0, 1)]
+    assert not torch.equal(*aux)                                                   # the seed changes the probe
+    evals = sorted((out / 'eval').glob('*.json'))
+    stamps = [f.stat().st_mtime_ns for f in evals]
+    assert len(evals) == 4 and study.main(argv) == 0                               # resumable: nothing rerun
+    assert [f.stat().st_mtime_ns for f in evals] == stamps
+    assert study.main(['report', str(out), '--out', str(tmp_path / 'report')]) == 0
+    table = (tmp_path / 'report' / 'table.md').read_text()
+    assert 'mean ± sd' in table and (tmp_path / 'report' / 'success_vs_step.png').stat().st_size > 0
+
+
+def test_encoding_study_table_means_and_spreads_over_probe_seeds():
+    rows = [dict(config='vitd-cayley', detector_seed=1, detector_iou_sym=0.4, probe_seed=s, step=6000,
+                 success=k, episodes=50, probe_test_median_cm=1.5) for s, k in ((0, 20), (1, 30))]
+    lines = _study().table_lines(rows)
+    assert lines[2] == '| vitd-cayley seed 1 | 40.0 % | 0 | 20/50 | 1.50 |'
+    assert lines[-1] == '| vitd-cayley seed 1 | | mean ± sd | **50 %** ± 10 | |'
