@@ -148,23 +148,31 @@ class TorchActor:
     rollout_config = PrivilegedActor.rollout_config
 
 
-_ACTOR = None
+_ACTOR: dict[str, object] = {}        # {spec key: actor}: the last spec's actor in this process
+
+
+def actor_for(spec: dict):
+    """The actor `spec` describes, built once per process and spec: a pool worker evaluates many seeds with one
+    model; a later ``eval`` in the same process with another spec (the encoding study) gets a new actor."""
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _ACTOR:
+        _ACTOR.clear()
+        _ACTOR[key] = (PrivilegedActor(spec['privileged'], spec.get('cube_noise_m') or 0.0, spec.get('cube_estimator'))
+                       if spec.get('privileged')
+                       else TorchActor(spec['torch']) if spec.get('torch')
+                       else OnnxActor(spec['perception'], spec['policy']))
+    return _ACTOR[key]
 
 
 def _evaluate(job) -> dict:
-    global _ACTOR
     seed, spec = job
-    if _ACTOR is None:
-        _ACTOR = (PrivilegedActor(spec['privileged'], spec.get('cube_noise_m') or 0.0, spec.get('cube_estimator'))
-                  if spec.get('privileged')
-                  else TorchActor(spec['torch']) if spec.get('torch')
-                  else OnnxActor(spec['perception'], spec['policy']))
+    actor = actor_for(spec)
     overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
-    r = run_episode(seed, _ACTOR, _ACTOR.rollout_config(**overrides))
+    r = run_episode(seed, actor, actor.rollout_config(**overrides))
     row = dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
                cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
-    if getattr(_ACTOR, 'errors_m', None):
-        row['cube_error_m'] = _ACTOR.errors_m[-1]
+    if getattr(actor, 'errors_m', None):
+        row['cube_error_m'] = actor.errors_m[-1]
     return row
 
 

@@ -180,6 +180,8 @@ def test_encoding_study_probes_each_seed_along_its_run_and_evaluates_every_saved
     aux = [torch.load(out / 'probe' / f'probe_n6_seed{s}_step3.pt', weights_only=True)['aux']['weight'] for s in (0, 1)]
     assert not torch.equal(*aux)                                                   # the seed changes the probe
     evals = sorted((out / 'eval').glob('*.json'))
+    for f in evals:                                # each evaluation ran its own exported pair
+        assert json.loads(f.read_text())['summary']['spec']['policy'] == str(out / 'onnx' / f.stem / 'policy.onnx')
     stamps = [f.stat().st_mtime_ns for f in evals]
     assert len(evals) == 4 and study.main(argv) == 0                               # resumable: nothing rerun
     assert [f.stat().st_mtime_ns for f in evals] == stamps
@@ -194,3 +196,16 @@ def test_encoding_study_table_means_and_spreads_over_probe_seeds():
     lines = _study().table_lines(rows)
     assert lines[2] == '| vitd-cayley seed 1 | 40.0 % | 0 | 20/50 | 1.50 |'
     assert lines[-1] == '| vitd-cayley seed 1 | | mean ± sd | **50 %** ± 10 | |'
+
+
+def test_each_eval_spec_gets_its_own_actor_in_one_process(tmp_path):
+    """Several `eval` calls in one process (the encoding study) must not reuse the first call's model: one actor
+    per spec, reused across that spec's seeds."""
+    bench = _bench()
+    ckpt = _privileged_checkpoint(tmp_path)
+    spec = dict(perception=None, policy=None, privileged=ckpt, torch=None, query_every=None, cube_noise_m=0.01,
+                cube_estimator=None)
+    first = bench.actor_for(spec)
+    assert bench.actor_for(dict(spec)) is first
+    other = bench.actor_for(dict(spec, cube_noise_m=0.03))
+    assert other is not first and other.cube_noise_m == 0.03
