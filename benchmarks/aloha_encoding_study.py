@@ -57,14 +57,13 @@ def cmd_run(args) -> int:
     from string_perception.policy.export import export_two_stage
     out = Path(args.out)
     probe_dir = out / 'probe'
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = time.perf_counter()
     if not (probe_dir / 'probe.json').exists():
         aloha_policy.main(['probe', '--encoder-checkpoint', str(args.detector), '--train-seeds', args.train_seeds,
                            '--test-seeds', args.test_seeds, '--sizes', str(args.train_size), '--pool-points', 'false',
                            '--steps', str(args.steps), '--probe-seeds', *map(str, args.probe_seeds),
                            '--save-at', *map(str, args.save_at), '--threads', str(args.threads),
                            '--processes', str(args.processes), '--out', str(probe_dir)])
-    probe_cpu_s = time.process_time() - c0
     probe = json.loads((probe_dir / 'probe.json').read_text())
     rows = []
     for ckpt in sorted(probe_dir.glob('probe_n*_seed*_step*.pt')):
@@ -85,9 +84,12 @@ def cmd_run(args) -> int:
         rows.append(dict(probe_seed=probe_seed, step=step, train_seeds=n, success=summary['success'],
                          episodes=summary['episodes'], reached=summary['reached'],
                          probe_test_median_cm=err.get('test_median_cm')))
+    eval_cpu_s = sum(e['cpu_s'] for f in (out / 'eval').glob('*.json') for e in json.loads(f.read_text())['episodes'])
     study = {'detector': _detector_info(Path(args.detector)), 'privileged': str(args.privileged), 'rows': rows,
-             'wall_s': time.perf_counter() - t0, 'cpu_s': time.process_time() - c0, 'probe_cpu_s': probe_cpu_s,
-             'load_avg': os.getloadavg()[0], 'args': {k: str(v) for k, v in vars(args).items()}}
+             'cpu_s': {'probe_encode': probe['encode_cpu_s'], 'probe_train': probe['probe_cpu_s'],
+                       'eval_episodes': eval_cpu_s, 'render_start_frames_wall': probe['render_wall_s']},
+             'wall_s_this_call': time.perf_counter() - t0, 'load_avg': os.getloadavg()[0],
+             'args': {k: str(v) for k, v in vars(args).items()}}
     (out / RESULT_FILE).write_text(json.dumps(study, indent=1))
     print(json.dumps({k: v for k, v in study.items() if k != 'rows'}), flush=True)
     return 0
@@ -107,6 +109,11 @@ def collect(dirs) -> list[dict]:
                             detector_seed=det.get('detector_seed'),
                             detector_iou_sym=(det.get('detector_test') or {}).get('avg_best_iou_sym')))
     return out
+
+
+def _sd(values) -> float:
+    """Sample standard deviation (0 for a single value)."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def table_lines(rows: list[dict]) -> list[str]:
@@ -131,7 +138,7 @@ def table_lines(rows: list[dict]) -> list[str]:
         means = []
         for s in steps:
             v = [r['success'] / r['episodes'] for r in g if r['step'] == s]
-            means.append(f'**{100 * np.mean(v):.0f} %** ± {100 * np.std(v):.0f}' if v else '')
+            means.append(f'**{100 * np.mean(v):.0f} %** ± {100 * _sd(v):.0f}' if v else '')
         lines.append(f'| {name} | | mean ± sd | ' + ' | '.join(means) + ' | |')
     return lines
 
@@ -145,7 +152,7 @@ def plot(rows: list[dict], path: Path) -> None:
         g = [r for r in rows if r['config'] == config]
         steps = sorted({r['step'] for r in g})
         rates = [[100 * r['success'] / r['episodes'] for r in g if r['step'] == s] for s in steps]
-        m, sd = np.array([np.mean(v) for v in rates]), np.array([np.std(v) for v in rates])
+        m, sd = np.array([np.mean(v) for v in rates]), np.array([_sd(v) for v in rates])
         ax.plot(steps, m, marker='o', label=config)
         ax.fill_between(steps, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel('probe training step')
