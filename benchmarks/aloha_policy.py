@@ -349,8 +349,7 @@ def cmd_probe(args) -> int:
             best = row if is_best else best
             if args.out:
                 args.out.mkdir(parents=True, exist_ok=True)
-                if len(args.probe_seeds) > 1 or save_at:
-                    save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{args.steps}.pt', policy, aux, row)
+                save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{args.steps}.pt', policy, aux, row)
                 if is_best:
                     save_localiser(args.out / 'probe.pt', policy, aux, row)
     out = {'rows': rows, 'render_wall_s': render_s, 'encode_cpu_s': encode_cpu_s,
@@ -400,8 +399,8 @@ def main(argv=None) -> int:
                         'embedding); false: the embedding alone, as the perception ONNX publishes it')
     q.add_argument('--steps', type=int, default=2000)
     q.add_argument('--probe-seeds', type=int, nargs='+', default=[0],
-                   help='training seeds of the probe (its linear map\'s initialisation and batch order); with more '
-                        'than one, or with --save-at, every probe is saved as probe_n{N}_seed{K}_step{S}.pt')
+                   help='training seeds of the probe (its linear map\'s initialisation and batch order); every '
+                        'probe is saved as probe_n{N}_seed{K}_step{S}.pt, the best one also as probe.pt')
     q.add_argument('--save-at', type=int, nargs='*', default=[],
                    help='also save (and score) the probe before these steps: the success-vs-step curve')
     q.add_argument('--batch-size', type=int, default=64)
