@@ -143,17 +143,35 @@ def table_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def summary_lines(rows: list[dict]) -> list[str]:
+    """Markdown: per configuration, success at the last saved step over every (detector seed, probe seed) pair."""
+    last = max(r['step'] for r in rows)
+    lines = [f'| detector config | detectors (seeds) | probes | success at step {last}: mean ± sd | min-max '
+             '| held-out localisation error (cm, mean of medians) |', '| --- | --- | ---: | ---: | ---: | ---: |']
+    for config in sorted({r['config'] for r in rows}):
+        g = [r for r in rows if r['config'] == config and r['step'] == last]
+        if not g:
+            continue
+        rates = [100 * r['success'] / r['episodes'] for r in g]
+        dseeds = ', '.join(str(k) for k in sorted({r['detector_seed'] for r in g}, key=str))
+        err = [r['probe_test_median_cm'] for r in g if r['probe_test_median_cm'] is not None]
+        lines.append(f'| {config} | {len({r["detector_seed"] for r in g})} ({dseeds}) | {len(g)} | '
+                     f'**{np.mean(rates):.0f} %** ± {_sd(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} % | '
+                     f'{np.mean(err):.2f} |')
+    return lines
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 4))
-    for config in sorted({r['config'] for r in rows}):
-        g = [r for r in rows if r['config'] == config]
+    for config, dseed in sorted({(r['config'], r['detector_seed']) for r in rows}, key=str):
+        g = [r for r in rows if r['config'] == config and r['detector_seed'] == dseed]
         steps = sorted({r['step'] for r in g})
         rates = [[100 * r['success'] / r['episodes'] for r in g if r['step'] == s] for s in steps]
         m, sd = np.array([np.mean(v) for v in rates]), np.array([_sd(v) for v in rates])
-        ax.plot(steps, m, marker='o', label=config)
+        ax.plot(steps, m, marker='o', label=config if dseed is None else f'{config} (detector seed {dseed})')
         ax.fill_between(steps, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel('probe training step')
     ax.set_ylabel('transfer-cube success (%)')
@@ -170,7 +188,7 @@ def cmd_report(args) -> int:
         raise SystemExit(f'no {RESULT_FILE} in {args.dirs}')
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    lines = table_lines(rows)
+    lines = summary_lines(rows) + [''] + table_lines(rows)
     (out / 'table.md').write_text('\n'.join(lines) + '\n')
     (out / 'rows.json').write_text(json.dumps(rows, indent=1))
     plot(rows, out / 'success_vs_step.png')

@@ -209,3 +209,12 @@ def test_each_eval_spec_gets_its_own_actor_in_one_process(tmp_path):
     assert bench.actor_for(dict(spec)) is first
     other = bench.actor_for(dict(spec, cube_noise_m=0.03))
     assert other is not first and other.cube_noise_m == 0.03
+
+
+def test_encoding_study_summary_pools_detector_and_probe_seeds_at_the_last_step():
+    rows = [dict(config='vitd-rope', detector_seed=d, detector_iou_sym=0.4, probe_seed=0, step=st, success=k,
+                 episodes=50, probe_test_median_cm=e) for d, st, k, e in
+            ((1, 3000, 50, 9.0), (1, 6000, 5, 6.0), (2, 6000, 15, 4.0))]
+    lines = _study().summary_lines(rows)
+    assert lines[0].startswith('| detector config | detectors (seeds) | probes | success at step 6000')
+    assert lines[2] == '| vitd-rope | 2 (1, 2) | 2 | **20 %** ± 14 | 10-30 % | 5.00 |'
