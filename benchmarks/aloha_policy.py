@@ -299,6 +299,8 @@ def cmd_probe(args) -> int:
     test = torch.arange(n_train, len(seeds))
     initial = {k: v.clone() for k, v in policy.vitd.policy_head.state_dict().items()}
     save_at = sorted({s for s in args.save_at if 0 < s < args.steps})
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
 
     def score(aux, n) -> dict:
         """Median / mean / p90 position error (cm) on the first n training seeds and the held-out ones."""
@@ -315,6 +317,7 @@ def cmd_probe(args) -> int:
 
     rows, best = [], None
     for n in sorted({min(n, n_train) for n in args.sizes}):
+        baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()   # predict the mean
         for probe_seed in args.probe_seeds:
             torch.manual_seed(probe_seed)
             policy.vitd.policy_head.load_state_dict(initial)
@@ -328,7 +331,6 @@ def cmd_probe(args) -> int:
                 if step in save_at:
                     along.append(dict(step=step, **score(aux, n)))
                     if args.out:
-                        args.out.mkdir(parents=True, exist_ok=True)
                         save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
                                        dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
                 for g in opt.param_groups:
@@ -339,16 +341,13 @@ def cmd_probe(args) -> int:
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-            baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()   # predict the mean
             row = dict(train_seeds=n, probe_seed=probe_seed, steps=args.steps, **score(aux, n),
                        mean_position_median_cm=100 * float(np.median(baseline)), along=along)
-            policy.vitd.policy_head.eval()
             rows.append(row)
             print(json.dumps(row), flush=True)
             is_best = best is None or row['test_median_cm'] < best['test_median_cm']
             best = row if is_best else best
             if args.out:
-                args.out.mkdir(parents=True, exist_ok=True)
                 save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{args.steps}.pt', policy, aux, row)
                 if is_best:
                     save_localiser(args.out / 'probe.pt', policy, aux, row)
@@ -357,7 +356,6 @@ def cmd_probe(args) -> int:
            'args': {k: str(v) for k, v in vars(args).items()}}
     print(json.dumps(out), flush=True)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / 'probe.json').write_text(json.dumps(out, indent=1))
     return 0
 

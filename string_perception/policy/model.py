@@ -84,7 +84,10 @@ class BCPolicy(nn.Module):
 
     def forward_from_tokens(self, tokens: Tensor, qpos: Tensor, normalized: bool = False,
                             points: Tensor | None = None) -> Tensor:
-        e = self.embedding_from_tokens(tokens, points)                                 # [B,E(+3)]
+        return self._act(self.embedding_from_tokens(tokens, points), qpos, normalized)
+
+    def _act(self, e: Tensor, qpos: Tensor, normalized: bool) -> Tensor:
+        """Embedding [B,E(+3)] + qpos [B,J] -> actions [B,K,J] (normalised targets with ``normalized``)."""
         return self.chunk_head.forward_normalized(e, qpos) if normalized else self.chunk_head(e, qpos)
 
     def embedding(self, image: Tensor, depth: Tensor, K: Tensor) -> Tensor:
@@ -94,5 +97,4 @@ class BCPolicy(nn.Module):
 
     def forward(self, image: Tensor, depth: Tensor, K: Tensor, qpos: Tensor, normalized: bool = False) -> Tensor:
         """A frame batch + joint states -> actions [B,K,J]."""
-        e = self.embedding(image, depth, K)                                            # [B,E(+3)]
-        return self.chunk_head.forward_normalized(e, qpos) if normalized else self.chunk_head(e, qpos)
+        return self._act(self.embedding(image, depth, K), qpos, normalized)
