@@ -218,3 +218,88 @@ def test_encoding_study_summary_pools_detector_and_probe_seeds_at_the_last_step(
     lines = _study().summary_lines(rows)
     assert lines[0].startswith('| detector config | detectors (seeds) | probes | success at step 6000')
     assert lines[2] == '| vitd-rope | 2 (1, 2) | 2 | **20 %** ± 14 | 10-30 % | 5.00 |'
+
+
+def _finetune_study():
+    spec = importlib.util.spec_from_file_location('aloha_finetune_study',
+                                                  REPO / 'benchmarks' / 'aloha_finetune_study.py')
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def deployable_probe(probe, tmp_path_factory):
+    """A localiser without the pooled point (the deployable kind) and the start frames it saw, tiny size."""
+    bench, d = probe
+    out = tmp_path_factory.mktemp('deployable')
+    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                       '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3', '--pool-points', 'false',
+                       '--out', str(out)]) == 0
+    return out / 'probe.pt', out
+
+
+def test_finetune_lr_schedule_warms_up_then_cosine_to_zero():
+    f = _finetune_study().lr_factor
+    assert [f(s, 10, 4) for s in (0, 1, 3)] == [0.25, 0.5, 1.0]
+    assert f(4, 10, 4) == pytest.approx(1.0) and f(7, 10, 4) == pytest.approx(0.5) and f(10, 10, 4) == pytest.approx(0)
+
+
+def test_finetune_arms_see_the_same_embedding_and_differ_only_in_the_encoder(deployable_probe):
+    """At zero learning rates both arms keep the probe's held-out error (the frozen arm's cached fp16 tokens and
+    the fine-tuned arm's encoder pass give the same embedding); with a rate, only the fine-tuned arm's encoder
+    moves, and the frozen arm's non-head weights stay bit-identical."""
+    from string_perception.policy.localiser import load_localiser
+    study = _finetune_study()
+    localiser, d = deployable_probe
+    frames = study.start_frames(d / 'frames.npz', '0:6', '1000000:1000003', TINY['image_size'], 1)
+    assert frames['image'].shape == (9, *TINY['image_size'], 3) and int(frames['n_train']) == 6
+    assert study.start_frames(d / 'frames.npz', '0:6', '1000000:1000003', TINY['image_size'], 1)['seeds'].tolist() \
+        == [*range(6), 1000000, 1000001, 1000002]                                   # the cache answers
+    policy, aux, _ = load_localiser(localiser)
+    start = study.heldout_error_cm(policy, aux, frames, None)
+    still = {arm: study.train_arm(localiser, frames, arm, steps=2, batch_size=4, head_lr=0.0, encoder_lr=0.0,
+                                  seed=0, warmup=1)[2] for arm in study.ARMS}
+    for arm in study.ARMS:
+        assert still[arm]['test_median_cm'] == pytest.approx(start['test_median_cm'], abs=0.05)
+        assert still[arm]['encoder_relative_change'] == 0
+    moved = {arm: study.train_arm(localiser, frames, arm, steps=3, batch_size=4, head_lr=1e-3, encoder_lr=1e-3,
+                                  seed=0, warmup=1) for arm in study.ARMS}
+    assert moved['frozen'][2]['encoder_relative_change'] == 0
+    assert moved['finetuned'][2]['encoder_relative_change'] > 0
+    before = policy.vitd.state_dict()
+    after = moved['frozen'][0].vitd.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith('policy_head.'))
+    assert not all(torch.equal(before[k], after[k]) for k in before if k.startswith('policy_head.'))
+
+
+def test_finetune_study_exports_and_evaluates_each_arm_and_says_which_encoder_trained(deployable_probe, tmp_path):
+    """run: both arms saved along the way, each saved localiser exported as the ONNX pair (its metadata says
+    whether the encoder was trained) and run closed loop; a second run reuses everything; report tabulates."""
+    from string_perception.runtime import OnnxModel
+    from string_perception.runtime.policy_model import PolicyModel
+    study = _finetune_study()
+    localiser, d = deployable_probe
+    out = tmp_path / 'ft'
+    argv = ['run', '--localiser', str(localiser), '--privileged', _privileged_checkpoint(tmp_path), '--frames',
+            str(d / 'frames.npz'), '--out', str(out), '--steps', '3', '--save-at', '1', '--warmup', '1',
+            '--train-seeds', '0:6', '--test-seeds', '1000000:1000003', '--eval-seeds', '1000:1001']
+    assert study.main(argv) == 0
+    res = json.loads((out / 'finetune.json').read_text())
+    assert sorted((r['arm'], r['step']) for r in res['rows']) == [('finetuned', 1), ('finetuned', 3), ('frozen', 1),
+                                                                   ('frozen', 3)]
+    assert all(r['episodes'] == 1 and r['success'] in (0, 1) for r in res['rows'])
+    for arm, frozen in (('frozen', 'true'), ('finetuned', 'false')):
+        onnx_dir = out / arm / 'onnx' / 'step3'
+        assert OnnxModel(str(onnx_dir / 'perception.onnx')).metadata.extra['policy_encoder_frozen'] == frozen
+        assert PolicyModel(str(onnx_dir / 'policy.onnx')).metadata.extra['encoder_frozen'] == (frozen == 'true')
+        assert json.loads((out / arm / 'eval' / 'step3.json').read_text())['summary']['spec']['perception'] == str(
+            onnx_dir / 'perception.onnx')
+    evals = sorted(out.glob('*/eval/*.json'))
+    stamps = [f.stat().st_mtime_ns for f in evals]
+    assert len(evals) == 4 and study.main(argv) == 0                              # resumable: nothing rerun
+    assert [f.stat().st_mtime_ns for f in evals] == stamps
+    assert study.main(['report', str(out), '--out', str(tmp_path / 'report')]) == 0
+    table = (tmp_path / 'report' / 'table.md').read_text().splitlines()
+    assert len(table) == 2 + 1 + 4 and '| finetuned | 3 |' in table[-1]

@@ -156,11 +156,12 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
         raise ValueError(f'{privileged_checkpoint}: not a privileged (cube position) policy')
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    frozen = bool(lck.get('encoder_frozen', True))     # False: the encoder was trained to localise too
     perception = _export_perception(localiser.vitd, out, {'localiser': dict(lck.get('row', {}))}, 'cube_localiser',
-                                    True, verify_frames, log)
+                                    frozen, verify_frames, log)
     return _export_policy_file(EstimatedStateHead(aux, head).eval(), cfg, out, perception,
                                {'observation': 'vision_two_stage', 'encoding': localiser.vitd.config.encoding,
-                                'train_step': int(ck['step']), 'encoder_frozen': True}, log,
+                                'train_step': int(ck['step']), 'encoder_frozen': frozen}, log,
                                embedding_latch='episode_start')   # the head was trained on the cube's start
 
 

@@ -11,7 +11,9 @@ contract: the perception ONNX publishes the embedding, the policy ONNX maps embe
 actions [B,K,J] (export.export_two_stage).
 
 Checkpoint (``torch.save``, loads with ``weights_only=True``): ``{'format': LOCALISER_FORMAT, 'vitd_config',
-'vitd', 'aux', 'pool_points', 'row'}`` (``row``: the probe's training size and errors).
+'vitd', 'aux', 'pool_points', 'encoder_frozen', 'row'}`` (``row``: the probe's training size and errors;
+``encoder_frozen`` False when the encoder itself was trained to localise, benchmarks/aloha_finetune_study.py;
+absent = True).
 """
 from __future__ import annotations
 
@@ -29,10 +31,12 @@ LOCALISER_FORMAT = 'cube_probe'
 STATE_DIM = 3
 
 
-def save_localiser(path, policy: BCPolicy, aux: nn.Linear, row: dict[str, Any] | None = None) -> None:
+def save_localiser(path, policy: BCPolicy, aux: nn.Linear, row: dict[str, Any] | None = None, *,
+                   encoder_frozen: bool = True) -> None:
     ck = {'format': LOCALISER_FORMAT, 'vitd_config': policy.vitd.config.to_dict(),
           'vitd': {k: v.detach().clone() for k, v in policy.vitd.state_dict().items()},
-          'aux': aux.state_dict(), 'pool_points': bool(policy.pool_points), 'row': dict(row or {})}
+          'aux': aux.state_dict(), 'pool_points': bool(policy.pool_points), 'encoder_frozen': bool(encoder_frozen),
+          'row': dict(row or {})}
     torch.save(ck, path)
 
 
