@@ -360,6 +360,16 @@ def cmd_probe(args) -> int:
     return 0
 
 
+def add_study_arguments(p: argparse.ArgumentParser) -> None:
+    """The chunk head, seed ranges and parallelism the encoding and fine-tune studies share."""
+    p.add_argument('--privileged', required=True, help='the privileged chunk head (train_bc --observation privileged)')
+    p.add_argument('--train-seeds', default='0:1000', help='first:end of the reset seeds the localiser learns from')
+    p.add_argument('--test-seeds', default='1000000:1000200', help='held-out seeds for the localisation error')
+    p.add_argument('--eval-seeds', default='1000:1050', help='closed-loop evaluation seeds')
+    p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--processes', type=int, default=1)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest='cmd', required=True)

@@ -25,12 +25,17 @@ TINY = dict(image_size=(16, 24), patch_size=8, width=32, depth=1, num_heads=2, c
             encoding='cayley')
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location('aloha_policy_bench', REPO / 'benchmarks' / 'aloha_policy.py')
+def _load_benchmark(name: str, file: str):
+    """A script under benchmarks/ as a module (they are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / 'benchmarks' / file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _bench():
+    return _load_benchmark('aloha_policy_bench', 'aloha_policy.py')
 
 
 @pytest.fixture(scope='module')
@@ -149,12 +154,7 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
 
 
 def _study():
-    spec = importlib.util.spec_from_file_location('aloha_encoding_study',
-                                                  REPO / 'benchmarks' / 'aloha_encoding_study.py')
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _load_benchmark('aloha_encoding_study', 'aloha_encoding_study.py')
 
 
 def test_encoding_study_probes_each_seed_along_its_run_and_evaluates_every_saved_localiser(probe, tmp_path):
@@ -221,12 +221,7 @@ def test_encoding_study_summary_pools_detector_and_probe_seeds_at_the_last_step(
 
 
 def _finetune_study():
-    spec = importlib.util.spec_from_file_location('aloha_finetune_study',
-                                                  REPO / 'benchmarks' / 'aloha_finetune_study.py')
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return _load_benchmark('aloha_finetune_study', 'aloha_finetune_study.py')
 
 
 @pytest.fixture(scope='module')
