@@ -121,10 +121,8 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
     tokens = None
     if arm == 'frozen':
         policy.freeze_encoder()
-        tokens = encode_tokens(policy, {k: frames[k][:n_train] for k in ('image', 'depth', 'intrinsics')},
-                               progress=False)                                             # [S,N,D] fp16
-        test_tokens = encode_tokens(policy, {k: frames[k][n_train:] for k in ('image', 'depth', 'intrinsics')},
-                                    progress=False)
+        tokens = encode_tokens(policy, {k: frames[k] for k in ('image', 'depth', 'intrinsics')},
+                               progress=False)                              # [S,N,D] fp16, training + held out
     else:
         enc = [p for n, p in policy.vitd.named_parameters() if not n.startswith('policy_head.')]
         groups.append({'params': enc, 'base_lr': encoder_lr})
@@ -138,11 +136,10 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
     c0 = time.process_time()
 
     def row(step):
-        tok = None if tokens is None else torch.cat([tokens, test_tokens])
         moved = sum(float((v.float() - start[k].float()).norm() ** 2) for k, v in policy.vitd.state_dict().items()
                     if not k.startswith('policy_head.')) ** 0.5
         scale = sum(float(v.float().norm() ** 2) for k, v in start.items() if not k.startswith('policy_head.')) ** 0.5
-        return dict(arm=arm, step=step, **heldout_error_cm(policy, aux, frames, tok),
+        return dict(arm=arm, step=step, **heldout_error_cm(policy, aux, frames, tokens),
                     encoder_relative_change=moved / scale, train_cpu_s=time.process_time() - c0)
 
     for step in range(steps):
