@@ -231,13 +231,16 @@ def cmd_run(args) -> int:
 
 
 def table_lines(studies: list[dict]) -> list[str]:
-    """Markdown: per localiser, each arm's held-out error, success and detection IoU at each saved step."""
+    """Markdown: per localiser (detector run, probe seed), each arm's held-out error, success and detection IoU at
+    each saved step."""
     lines = ['| encoder (Table-4 run) | arm | step | held-out error (cm, median / p90) | success | encoder change '
              '| detector test IoU sym / strict after | train CPU min |',
              '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for s in studies:
         det = s.get('detector') or {}
         name = f'{det.get("config")} seed {det.get("seed")}' if det else Path(s['localiser']).name
+        probe_seed = (s.get('localiser_row') or {}).get('probe_seed')
+        name += '' if probe_seed is None else f', probe seed {probe_seed}'
         e0 = s['start_error']
         before = (det.get('test') or {})
         lines.append(f'| {name} | start (probe) | 0 | {e0["test_median_cm"]:.2f} / {e0["test_p90_cm"]:.2f} | | 0 | '
@@ -252,13 +255,32 @@ def table_lines(studies: list[dict]) -> list[str]:
     return lines
 
 
+def summary_lines(studies: list[dict]) -> list[str]:
+    """Markdown: per detector config, each arm at its last step over every localiser run (mean ± sample sd)."""
+    lines = ['| encoder (Table-4 config) | localisers | frozen: success | fine-tuned: success | frozen: held-out error '
+             '(cm) | fine-tuned: held-out error (cm) |', '| --- | ---: | ---: | ---: | ---: | ---: |']
+    configs = sorted({(s.get('detector') or {}).get('config') or Path(s['localiser']).name for s in studies})
+    for config in configs:
+        group = [s for s in studies if ((s.get('detector') or {}).get('config') or Path(s['localiser']).name) == config]
+        cells = {}
+        for arm in ARMS:
+            last = [max((r for r in s['rows'] if r['arm'] == arm), key=lambda r: r['step']) for s in group]
+            rates = [100 * r['success'] / r['episodes'] for r in last]
+            sd = float(np.std(rates, ddof=1)) if len(rates) > 1 else 0.0
+            cells[arm] = (f'**{np.mean(rates):.0f} %** ± {sd:.0f}',
+                          f'{np.mean([r["test_median_cm"] for r in last]):.2f}')
+        lines.append(f'| {config} | {len(group)} | {cells["frozen"][0]} | {cells["finetuned"][0]} | '
+                     f'{cells["frozen"][1]} | {cells["finetuned"][1]} |')
+    return lines
+
+
 def cmd_report(args) -> int:
     studies = [json.loads((Path(d) / RESULT_FILE).read_text()) for d in args.dirs if (Path(d) / RESULT_FILE).exists()]
     if not studies:
         raise SystemExit(f'no {RESULT_FILE} in {args.dirs}')
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    lines = table_lines(studies)
+    lines = summary_lines(studies) + [''] + table_lines(studies)
     (out / 'table.md').write_text('\n'.join(lines) + '\n')
     (out / 'studies.json').write_text(json.dumps(studies, indent=1))
     print('\n'.join(lines))

@@ -297,4 +297,14 @@ def test_finetune_study_exports_and_evaluates_each_arm_and_says_which_encoder_tr
     assert [f.stat().st_mtime_ns for f in evals] == stamps
     assert study.main(['report', str(out), '--out', str(tmp_path / 'report')]) == 0
     table = (tmp_path / 'report' / 'table.md').read_text().splitlines()
-    assert len(table) == 2 + 1 + 4 and '| finetuned | 3 |' in table[-1]
+    assert len(table) == 3 + 1 + 2 + 1 + 4 and '| finetuned | 3 |' in table[-1]     # summary, blank, per step
+
+
+def test_finetune_summary_pools_localisers_at_each_arms_last_step():
+    def study(probe_seed, frozen, finetuned):
+        rows = [dict(arm=arm, step=st, success=k, episodes=50, test_median_cm=e) for arm, st, k, e in
+                (('frozen', 500, 49, 9.0), ('frozen', 1000, *frozen), ('finetuned', 1000, *finetuned))]
+        return dict(localiser='p.pt', localiser_row=dict(probe_seed=probe_seed), rows=rows,
+                    detector=dict(config='vitd-cayley', seed=1))
+    lines = _finetune_study().summary_lines([study(0, (20, 1.5), (24, 1.0)), study(1, (10, 2.5), (30, 2.0))])
+    assert lines[2] == '| vitd-cayley | 2 | **30 %** ± 14 | **54 %** ± 8 | 2.00 | 1.50 |'   # sample sd
