@@ -144,10 +144,12 @@ def table_lines(rows: list[dict]) -> list[str]:
 
 
 def summary_lines(rows: list[dict]) -> list[str]:
-    """Markdown: per configuration, success at the last saved step over every (detector seed, probe seed) pair."""
+    """Markdown: per configuration, success at the last saved step over every (detector seed, probe seed) pair,
+    and over detectors (each detector weighted once: the mean of its probe seeds)."""
     last = max(r['step'] for r in rows)
-    lines = [f'| detector config | detectors (seeds) | probes | success at step {last}: mean ± sd | min-max '
-             '| held-out localisation error (cm, mean of medians) |', '| --- | --- | ---: | ---: | ---: | ---: |']
+    lines = [f'| detector config | detectors (seeds) | probes | success at step {last}: mean ± sd over policies '
+             '| min-max | mean ± sd over detectors | held-out localisation error (cm, mean of medians) |',
+             '| --- | --- | ---: | ---: | ---: | ---: | ---: |']
     for config in sorted({r['config'] for r in rows}):
         g = [r for r in rows if r['config'] == config and r['step'] == last]
         if not g:
@@ -155,9 +157,11 @@ def summary_lines(rows: list[dict]) -> list[str]:
         rates = [100 * r['success'] / r['episodes'] for r in g]
         dseeds = ', '.join(str(k) for k in sorted({r['detector_seed'] for r in g}, key=str))
         err = [r['probe_test_median_cm'] for r in g if r['probe_test_median_cm'] is not None]
-        lines.append(f'| {config} | {len({r["detector_seed"] for r in g})} ({dseeds}) | {len(g)} | '
+        per_detector = [np.mean([100 * r['success'] / r['episodes'] for r in g if r['detector_seed'] == d])
+                        for d in sorted({r['detector_seed'] for r in g}, key=str)]    # each detector's probe mean
+        lines.append(f'| {config} | {len(per_detector)} ({dseeds}) | {len(g)} | '
                      f'**{np.mean(rates):.0f} %** ± {_sd(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} % | '
-                     f'{np.mean(err):.2f} |')
+                     f'{np.mean(per_detector):.0f} % ± {_sd(per_detector):.0f} | {np.mean(err):.2f} |')
     return lines
 
 

@@ -217,7 +217,10 @@ def test_encoding_study_summary_pools_detector_and_probe_seeds_at_the_last_step(
             ((1, 3000, 50, 9.0), (1, 6000, 5, 6.0), (2, 6000, 15, 4.0))]
     lines = _study().summary_lines(rows)
     assert lines[0].startswith('| detector config | detectors (seeds) | probes | success at step 6000')
-    assert lines[2] == '| vitd-rope | 2 (1, 2) | 2 | **20 %** ± 14 | 10-30 % | 5.00 |'
+    assert lines[2] == '| vitd-rope | 2 (1, 2) | 2 | **20 %** ± 14 | 10-30 % | 20 % ± 14 | 5.00 |'
+    rows.append(dict(rows[-1], probe_seed=1, success=5, probe_test_median_cm=6.0))   # detector 2: 30 and 10 %
+    assert _study().summary_lines(rows)[2] == \
+        '| vitd-rope | 2 (1, 2) | 3 | **17 %** ± 12 | 10-30 % | 15 % ± 7 | 5.33 |'
 
 
 def _finetune_study():
