@@ -111,7 +111,7 @@ def collect(dirs) -> list[dict]:
     return out
 
 
-def _sd(values) -> float:
+def sample_sd(values) -> float:
     """Sample standard deviation (0 for a single value)."""
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
@@ -138,7 +138,7 @@ def table_lines(rows: list[dict]) -> list[str]:
         means = []
         for s in steps:
             v = [r['success'] / r['episodes'] for r in g if r['step'] == s]
-            means.append(f'**{100 * np.mean(v):.0f} %** ± {100 * _sd(v):.0f}' if v else '')
+            means.append(f'**{100 * np.mean(v):.0f} %** ± {100 * sample_sd(v):.0f}' if v else '')
         lines.append(f'| {name} | | mean ± sd | ' + ' | '.join(means) + ' | |')
     return lines
 
@@ -160,8 +160,8 @@ def summary_lines(rows: list[dict]) -> list[str]:
         per_detector = [np.mean([100 * r['success'] / r['episodes'] for r in g if r['detector_seed'] == d])
                         for d in sorted({r['detector_seed'] for r in g}, key=str)]    # each detector's probe mean
         lines.append(f'| {config} | {len(per_detector)} ({dseeds}) | {len(g)} | '
-                     f'**{np.mean(rates):.0f} %** ± {_sd(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} % | '
-                     f'{np.mean(per_detector):.0f} % ± {_sd(per_detector):.0f} | {np.mean(err):.2f} |')
+                     f'**{np.mean(rates):.0f} %** ± {sample_sd(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} % | '
+                     f'{np.mean(per_detector):.0f} % ± {sample_sd(per_detector):.0f} | {np.mean(err):.2f} |')
     return lines
 
 
@@ -174,7 +174,7 @@ def plot(rows: list[dict], path: Path) -> None:
         g = [r for r in rows if r['config'] == config and r['detector_seed'] == dseed]
         steps = sorted({r['step'] for r in g})
         rates = [[100 * r['success'] / r['episodes'] for r in g if r['step'] == s] for s in steps]
-        m, sd = np.array([np.mean(v) for v in rates]), np.array([_sd(v) for v in rates])
+        m, sd = np.array([np.mean(v) for v in rates]), np.array([sample_sd(v) for v in rates])
         ax.plot(steps, m, marker='o', label=config if dseed is None else f'{config} (detector seed {dseed})')
         ax.fill_between(steps, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel('probe training step')

@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 
 import aloha_policy  # noqa: E402  (benchmarks/aloha_policy.py)
+from aloha_encoding_study import sample_sd  # noqa: E402
 
 RESULT_FILE = 'finetune.json'
 ARMS = ('frozen', 'finetuned')
@@ -266,8 +267,7 @@ def summary_lines(studies: list[dict]) -> list[str]:
         for arm in ARMS:
             last = [max((r for r in s['rows'] if r['arm'] == arm), key=lambda r: r['step']) for s in group]
             rates = [100 * r['success'] / r['episodes'] for r in last]
-            sd = float(np.std(rates, ddof=1)) if len(rates) > 1 else 0.0
-            cells[arm] = (f'**{np.mean(rates):.0f} %** ± {sd:.0f}',
+            cells[arm] = (f'**{np.mean(rates):.0f} %** ± {sample_sd(rates):.0f}',
                           f'{np.mean([r["test_median_cm"] for r in last]):.2f}')
         lines.append(f'| {config} | {len(group)} | {cells["frozen"][0]} | {cells["finetuned"][0]} | '
                      f'{cells["frozen"][1]} | {cells["finetuned"][1]} |')
