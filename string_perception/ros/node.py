@@ -529,7 +529,7 @@ class StringPerceptionNode(LifecycleNode):
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:
         pub = self._pubs.get('diagnostics')
-        if pub is None or self.pipeline is None:
+        if pub is None or self.pipeline is None or not self.context.ok():   # shutting down: the timer fired late
             return
         snap = self.stats.snapshot()
         snap['stage'] = self.budget.diagnostic_values()          # stage.<name>.p50_ms / .p99_ms / .mean_ms / .count
@@ -592,6 +592,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception as e:          # a callback still running when SIGINT / SIGTERM shut the context down
+        if rclpy.ok():
+            raise
+        print(f'[string_perception] ignored during shutdown: {type(e).__name__}: {e}', file=sys.stderr, flush=True)
     finally:
         node._stop_inputs()
         executor.shutdown()
