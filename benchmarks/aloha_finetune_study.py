@@ -177,10 +177,10 @@ def cmd_run(args) -> int:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    probe, _, probe_ck = load_localiser(args.localiser)
+    probe, probe_aux, probe_ck = load_localiser(args.localiser)
     frames = start_frames(Path(args.frames), args.train_seeds, args.test_seeds, probe.vitd.config.image_size,
                           args.processes)
-    start_error = heldout_error_cm(probe, load_localiser(args.localiser)[1], frames, None)
+    start_error = heldout_error_cm(probe, probe_aux, frames, None)
     rows = []
     for arm in args.arms:
         arm_dir = out / arm
