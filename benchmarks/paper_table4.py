@@ -44,6 +44,7 @@ import hashlib
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -275,6 +276,20 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
             'test': headline(test_summary(model, model_cfg, dataset, cfg, device))}
 
 
+def host_record() -> dict[str, Any]:
+    """What a run's floating point depends on besides its code, seed and frames: the CPU (its model and the vector
+    instructions torch's kernels chose), torch's version and its intra-op threads. A fixed seed reproduces a run bit
+    for bit only where these match (two runs of one fingerprint on 2026-11-25 and 2026-11-27 diverged)."""
+    import torch
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path('/proc/cpuinfo')
+    if cpuinfo.exists():
+        cpu = next((line.split(':', 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+                    if line.startswith('model name')), cpu)
+    return {'cpu': cpu, 'cpu_capability': torch.backends.cpu.get_cpu_capability(), 'torch': torch.__version__,
+            'threads': torch.get_num_threads()}
+
+
 def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
     """Train (resuming from ``last.pt``) and evaluate one run; a finished run is returned as recorded."""
     rec = finished_record(spec)
@@ -289,7 +304,7 @@ def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
     t1 = time.perf_counter()
     rec = {k: spec[k] for k in ('config', 'encoder', 'encoding', 'seed', 'fingerprint')}
     rec.update(evaluate_run(spec))
-    rec.update(train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1, steps=cfg.steps)
+    rec.update(train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1, steps=cfg.steps, host=host_record())
     tmp = run_dir / f'{RESULT_FILE}.tmp'
     tmp.write_text(json.dumps(rec, indent=2) + '\n')
     os.replace(tmp, run_dir / RESULT_FILE)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,
                                                       default_model_decision, paper_cells, render_decision,
@@ -165,6 +166,7 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
         assert set(r['breakdown']) >= {'overall', 'per_class'} and r['breakdown']['overall']['num_gt'] > 0
         run_dir = out / 'runs' / r['config'] / 'seed0'
         assert (run_dir / 'best.pt').exists() and (run_dir / 'test.json').exists()
+        assert r['host']['threads'] >= 1 and r['host']['torch'] == torch.__version__ and r['host']['cpu']
     assert results['budget']['steps'] == 2 and results['budget']['val_every'] == 1
     cells = results['summary']['cells']
     assert set(cells) == {'vit', 'vitd', 'vitd_xyz'} and cells['vitd']['rope']['n'] == 1
