@@ -32,8 +32,6 @@ once it is active, and exits with status 1 (after a clear log line) if configura
 from __future__ import annotations
 
 import json
-import math
-import signal
 import sys
 import time
 from pathlib import Path
@@ -60,10 +58,10 @@ READY_LINE = 'string_perception node ready'
 DEFAULT_MODEL = 'vitd_tiny_cayley.onnx'
 
 import rclpy  # noqa: E402  (after the ROS-free imports above, so a missing rclpy fails here with a clear name)
-from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn  # noqa: E402
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
+from rclpy.qos import DurabilityPolicy  # noqa: E402
 
-SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, qos_profile, run_lifecycle_node  # noqa: E402
 
 
 def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,
@@ -84,21 +82,14 @@ def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, s
     return cmd
 
 
-def _qos(reliability: str, depth: int, durability=DurabilityPolicy.VOLATILE) -> QoSProfile:
-    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel, durability=durability)
-
-
-class StringPerceptionNode(LifecycleNode):
+class StringPerceptionNode(ManagedNode):
     """See the module docstring. ``cfg`` holds the validated parameters of the current configuration."""
 
     def __init__(self, node_name: str = P.NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
         P.declare_all(self)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.cfg: dict[str, Any] = {}
         self.pipeline = None
-        self.stats = NodeStats()
         self.budget = LatencyBudget()              # per-stage latency (latency.py), reset at configure
         self._arrivals = ArrivalBook()             # colour image stamp -> arrival, for transport vs sync wait
         self._stage_log: StageLog | None = None    # latency_log
@@ -106,17 +97,11 @@ class StringPerceptionNode(LifecycleNode):
         self.bridge = make_bridge()
         self.markers = MarkerBuilder()
         self._det_msgs, self._track_msgs = Detection3DArrayBuilder(), Detection3DArrayBuilder()  # reused messages
-        self._pubs: dict[str, Any] = {}
-        self._subs: list[Any] = []
-        self._sync = None
         self._worker: LatestWorker | None = None
-        self._diag_timer = None
         self._tf_buffer = None
         self._tf_listener = None
         self._tf_broadcaster = None                 # publish_tf: tf2_ros' or the tf2_msgs fallback
-        self._active = False
         self._has_tokens = False
-        self._last_warn: dict[str, float] = {}
         self._gate: StampGate | None = None        # created at activate
         self._watch: InputWatch | None = None
         self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
@@ -191,7 +176,7 @@ class StringPerceptionNode(LifecycleNode):
         self._has_tokens = self.pipeline.model.has_tokens
         if cfg['publish_tokens'] and not self._has_tokens:
             log.warning('publish_tokens is true but the model has no tokens output: ~/tokens stays silent')
-        out_qos = _qos(cfg['output_qos_reliability'], cfg['output_qos_depth'])
+        out_qos = qos_profile(cfg['output_qos_reliability'], cfg['output_qos_depth'])
         from sensor_msgs.msg import Image
         from vision_msgs.msg import Detection3DArray
         from visualization_msgs.msg import MarkerArray
@@ -204,11 +189,11 @@ class StringPerceptionNode(LifecycleNode):
             'debug_image': self.create_publisher(Image, '~/debug_image', out_qos),
             'tracks': self.create_publisher(Detection3DArray, '~/tracks', out_qos),
             'track_velocities': self.create_publisher(Image, '~/track_velocities', out_qos),
-            'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', _qos('reliable', 10)),
+            'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', qos_profile('reliable', 10)),
         }
         info = label_info_msg(self.pipeline.labels, self._score_threshold(cfg['score_threshold']))
         if info is not None:
-            latched = _qos('reliable', 1, DurabilityPolicy.TRANSIENT_LOCAL)
+            latched = qos_profile('reliable', 1, DurabilityPolicy.TRANSIENT_LOCAL)
             self._pubs['label_info'] = self.create_publisher(type(info), '~/label_info', latched)
             info.header.stamp = self.get_clock().now().to_msg()
             self._pubs['label_info'].publish(info)
@@ -244,7 +229,7 @@ class StringPerceptionNode(LifecycleNode):
         from .sequence_gaps import SequenceGaps, SequencedSubscriber
         self._image_gaps = SequenceGaps()
         for name, msg_type, topic in specs:
-            qos = _qos(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
+            qos = qos_profile(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
             # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
             # from the publisher's sequence numbers as drops.not_received
             on_info = self._on_image_info if name == 'image' else None
@@ -275,21 +260,8 @@ class StringPerceptionNode(LifecycleNode):
             self._pubs['markers'].publish(self.markers.clear(header))
         return SUCCESS
 
-    def on_cleanup(self, state) -> TransitionCallbackReturn:
-        self._stop_inputs()
-        self._release_outputs()
-        return SUCCESS
-
-    def on_shutdown(self, state) -> TransitionCallbackReturn:
-        self._stop_inputs()
-        self._release_outputs()
-        return SUCCESS
-
     def _stop_inputs(self) -> None:
-        self._active = False
-        for sub in self._subs:
-            self.destroy_subscription(sub.sub)
-        self._subs, self._sync = [], None
+        super()._stop_inputs()
         self._watch = None
         if self._worker is not None:
             self._worker.stop()
@@ -299,12 +271,7 @@ class StringPerceptionNode(LifecycleNode):
             self._stage_log = None
 
     def _release_outputs(self) -> None:
-        if self._diag_timer is not None:
-            self.destroy_timer(self._diag_timer)
-            self._diag_timer = None
-        for pub in self._pubs.values():
-            self.destroy_publisher(pub)
-        self._pubs = {}
+        super()._release_outputs()
         self.pipeline = None
         self._tf_listener = self._tf_buffer = None
         if self._tf_broadcaster is not None and hasattr(self._tf_broadcaster, 'destroy'):
@@ -388,14 +355,6 @@ class StringPerceptionNode(LifecycleNode):
         self.stats.error('internal')
         self.get_logger().error(f'frame failed unexpectedly: {type(exc).__name__}: {exc}',
                                 throttle_duration_sec=self.cfg.get('log_throttle', 5.0))
-
-    def _warn(self, kind: str, message: str) -> None:
-        """Warning throttled per kind (``log_throttle`` seconds), so one kind never hides another."""
-        now = time.monotonic()
-        if now - self._last_warn.get(kind, -math.inf) < self.cfg.get('log_throttle', 5.0):
-            return
-        self._last_warn[kind] = now
-        self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)')
 
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
@@ -528,8 +487,8 @@ class StringPerceptionNode(LifecycleNode):
 
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:
-        pub = self._pubs.get('diagnostics')
-        if pub is None or self.pipeline is None or not self.context.ok():   # shutting down: the timer fired late
+        pub = self._diagnostics_publisher()
+        if pub is None or self.pipeline is None:
             return
         snap = self.stats.snapshot()
         snap['stage'] = self.budget.diagnostic_values()          # stage.<name>.p50_ms / .p99_ms / .mean_ms / .count
@@ -557,51 +516,19 @@ def _make_executor(kind: str):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``string_perception_node`` / ``python -m string_perception.ros.node``."""
-    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-    from rclpy.executors import ExternalShutdownException
-    rclpy.init(args=list(sys.argv if argv is None else argv))
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    rc, node = 0, None
-    try:
-        node = StringPerceptionNode()
-    except (InvalidParameterTypeException, InvalidParameterValueException) as e:
-        print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        executor_kind = P.validate('executor', node.get_parameter('executor').value)
-        executor = _make_executor(executor_kind)
-    except ValueError as e:
-        print(f'string_perception: invalid parameter: {e}', file=sys.stderr, flush=True)
-        node.destroy_node()
-        rclpy.try_shutdown()
-        return 2
-    executor.add_node(node)
-    try:
-        if node.get_parameter('autostart').value:
-            if node.trigger_configure() != SUCCESS or node.trigger_activate() != SUCCESS:
-                node.get_logger().fatal('autostart failed (see the error above); exiting')
-                rc = 1
-            else:
-                print(f'{READY_LINE}: provider {node.pipeline.provider}', flush=True)
-        if rc == 0:
-            if executor_kind == 'events':   # its spin() holds the GIL here, so the worker thread never ran
-                while rclpy.ok():
-                    executor.spin_once(timeout_sec=0.1)
-            else:
-                executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception as e:          # a callback still running when SIGINT / SIGTERM shut the context down
-        if rclpy.ok():
-            raise
-        print(f'[string_perception] ignored during shutdown: {type(e).__name__}: {e}', file=sys.stderr, flush=True)
-    finally:
-        node._stop_inputs()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return rc
+    def make_executor(node):
+        kind = P.validate('executor', node.get_parameter('executor').value)     # ValueError: a bad parameter
+        executor = _make_executor(kind)
+        if kind != 'events':
+            return executor, executor.spin
+
+        def spin_events():          # EventsExecutor.spin() holds the GIL here, so the worker thread never ran
+            while rclpy.ok():
+                executor.spin_once(timeout_sec=0.1)
+        return executor, spin_events
+
+    return run_lifecycle_node(StringPerceptionNode, 'string_perception', argv, make_executor,
+                              lambda node: f'{READY_LINE}: provider {node.pipeline.provider}')
 
 
 if __name__ == '__main__':

@@ -26,8 +26,6 @@ or skip); the node keeps going. Unpaired messages show as ``drops.unsynchronised
 from __future__ import annotations
 
 import json
-import math
-import signal
 import sys
 import time
 from pathlib import Path
@@ -45,11 +43,9 @@ __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NA
 READY_LINE = 'string_perception_policy ready'
 STATUS_NAME = 'string_perception_policy: policy'
 
-import rclpy  # noqa: E402
-from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn  # noqa: E402
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
-SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, qos_profile, run_lifecycle_node  # noqa: E402
 
 
 def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,
@@ -64,12 +60,6 @@ def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping
     for src, dst in (remaps or {}).items():
         cmd += ['-r', f'{src}:={dst}']
     return cmd
-
-
-def _qos(reliability: str, depth: int) -> QoSProfile:
-    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel,
-                      durability=DurabilityPolicy.VOLATILE)
 
 
 def embedding_from_image(msg) -> np.ndarray:
@@ -100,24 +90,16 @@ def qpos_from_joint_state(msg, names: Sequence[str]) -> np.ndarray:
     return pos[[index[n] for n in names]]                                                       # [J]
 
 
-class PolicyNode(LifecycleNode):
+class PolicyNode(ManagedNode):
     """See the module docstring. ``cfg``: the validated parameters of the current configuration."""
 
     def __init__(self, node_name: str = PP.NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
         PP.declare_all(self)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.cfg: dict[str, Any] = {}
         self.model = None
         self.stepper = None
-        self.stats = NodeStats()
-        self._pubs: dict[str, Any] = {}
-        self._subs: list[Any] = []
-        self._sync = None
-        self._diag_timer = None
-        self._active = False
         self._last_command: np.ndarray | None = None
-        self._last_warn: dict[str, float] = {}
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -152,10 +134,10 @@ class PolicyNode(LifecycleNode):
         self.cfg = cfg
         from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import JointState
-        self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command',
-                                                             _qos(cfg['output_qos_reliability'],
-                                                                  cfg['output_qos_depth'])),
-                      'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', _qos('reliable', 10))}
+        out_qos = qos_profile(cfg['output_qos_reliability'], cfg['output_qos_depth'])
+        self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command', out_qos),
+                      'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics',
+                                                           qos_profile('reliable', 10))}
         self.stats, self._last_command = NodeStats(), None
         self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
         m = self.model.metadata
@@ -168,7 +150,7 @@ class PolicyNode(LifecycleNode):
         from sensor_msgs.msg import Image, JointState
         from .sync import ApproximateTimeSynchronizer, Subscriber
         cfg = self.cfg
-        qos = _qos(cfg['input_qos_reliability'], cfg['input_qos_depth'])
+        qos = qos_profile(cfg['input_qos_reliability'], cfg['input_qos_depth'])
         self._subs = []
         for name, msg_type in (('embedding', Image), ('joint_states', JointState)):
             sub = Subscriber(self, msg_type, name, qos_profile=qos)
@@ -188,29 +170,9 @@ class PolicyNode(LifecycleNode):
         self._stop_inputs()
         return SUCCESS
 
-    def on_cleanup(self, state) -> TransitionCallbackReturn:
-        self._stop_inputs()
-        self._release()
-        return SUCCESS
-
-    def on_shutdown(self, state) -> TransitionCallbackReturn:
-        self._stop_inputs()
-        self._release()
-        return SUCCESS
-
-    def _stop_inputs(self) -> None:
-        self._active = False
-        for sub in self._subs:
-            self.destroy_subscription(sub.sub)
-        self._subs, self._sync = [], None
-
-    def _release(self) -> None:
-        if self._diag_timer is not None:
-            self.destroy_timer(self._diag_timer)
-            self._diag_timer = None
-        for pub in self._pubs.values():
-            self.destroy_publisher(pub)
-        self._pubs, self.model, self.stepper, self.cfg = {}, None, None, {}
+    def _release_outputs(self) -> None:
+        super()._release_outputs()
+        self.model, self.stepper, self.cfg = None, None, {}
 
     # ------------------------------------------------------------------ pairs
     def _on_pair(self, image, joint_state) -> None:
@@ -246,16 +208,9 @@ class PolicyNode(LifecycleNode):
                          position=[float(v) for v in action])
         self._pubs['joint_command'].publish(msg)
 
-    def _warn(self, kind: str, message: str) -> None:
-        now = time.monotonic()
-        if now - self._last_warn.get(kind, -math.inf) < self.cfg.get('log_throttle', 5.0):
-            return
-        self._last_warn[kind] = now
-        self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)')
-
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:
-        pub = self._pubs.get('diagnostics')
+        pub = self._diagnostics_publisher()
         if pub is None or self.model is None:
             return
         snap = self.stats.snapshot(image_topic='embedding')
@@ -268,36 +223,13 @@ class PolicyNode(LifecycleNode):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``string_perception_policy`` / ``python -m string_perception.ros.policy_node``."""
-    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-    rclpy.init(args=list(sys.argv if argv is None else argv))
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    try:
-        node = PolicyNode()
-    except (InvalidParameterTypeException, InvalidParameterValueException) as e:
-        print(f'string_perception_policy: invalid parameter: {e}', file=sys.stderr, flush=True)
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    rc = 0
-    try:
-        if node.get_parameter('autostart').value:
-            if node.trigger_configure() != SUCCESS or node.trigger_activate() != SUCCESS:
-                node.get_logger().fatal('autostart failed (see the error above); exiting')
-                rc = 1
-            else:
-                print(READY_LINE, flush=True)
-        if rc == 0:
-            executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node._stop_inputs()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return rc
+    from rclpy.executors import SingleThreadedExecutor
+
+    def make_executor(_node):
+        executor = SingleThreadedExecutor()
+        return executor, executor.spin
+
+    return run_lifecycle_node(PolicyNode, 'string_perception_policy', argv, make_executor, lambda _node: READY_LINE)
 
 
 if __name__ == '__main__':
