@@ -54,7 +54,8 @@ def write_output_bag(src: str | Path, dst: str | Path, added: list[tuple[int, st
     try:
         with BagWriter(dst, storage=storage) as bag:
             for conn in reader.connections:
-                bag.connection(conn.topic, conn.msgtype, msgdef=conn.msgdef.data or None, rihs01=conn.digest or None)
+                bag.connection(conn.topic, conn.msgtype, msgdef=conn.msgdef.data or None, rihs01=conn.digest or None,
+                               offered_qos=getattr(conn.ext, 'offered_qos_profiles', ()))
             copied = ((t, conn.topic, conn.msgtype, raw) for conn, t, raw in reader.messages())
             for t, topic, msgtype, raw in heapq.merge(copied, sorted(added, key=lambda m: m[0]), key=lambda m: m[0]):
                 bag.write_cdr(topic, msgtype, raw, t)

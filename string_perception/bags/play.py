@@ -5,9 +5,11 @@
     string-perception-play BAG --wait-for-subscribers 2 --topics /camera/depth/image_raw
 
 Messages are published as the CDR bytes stored in the bag (no decoding), spaced as their recorded (receive)
-times divided by ``--rate``. Publishers are reliable KEEP_LAST 10 (best-effort subscribers such as the node's
-camera inputs accept them). The DDS environment is the process's own (``ROS_DOMAIN_ID``, Fast DDS profile);
-``--domain-id`` applies ``ros.dds_env`` (loopback-only profile) first.
+times divided by ``--rate``. Publishers are reliable KEEP_LAST 100 (best-effort subscribers such as the node's
+camera inputs accept them); a topic the recorder saw offered transient-local by every publisher (latched:
+``/tf_static``, the node's ``~/label_info``) is played transient-local with its recorded depth, as
+``ros2 bag play`` does, so a subscriber that joins later still gets it. The DDS environment is the process's own
+(``ROS_DOMAIN_ID``, Fast DDS profile); ``--domain-id`` applies ``ros.dds_env`` (loopback-only profile) first.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from .reader import BagError, open_bag
-from .ros_io import message_class, parse_remaps, publisher_qos
+from .ros_io import message_class, parse_remaps, playback_qos
 
 __all__ = ['BagPlayer', 'main']
 
@@ -67,8 +69,8 @@ class BagPlayer:
             if c.topic in self.publishers:
                 continue
             out = remaps.get(c.topic, c.topic)
-            self.publishers[c.topic] = node.create_publisher(message_class(c.msgtype), out,
-                                                             publisher_qos(reliability, PLAYER_QOS_DEPTH))
+            qos = playback_qos(getattr(c.ext, 'offered_qos_profiles', ()), reliability, PLAYER_QOS_DEPTH)
+            self.publishers[c.topic] = node.create_publisher(message_class(c.msgtype), out, qos)
             self.output_topics[c.topic] = out
         self.published = 0
 

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .ros_io import adaptive_qos, message_class
+from .ros_io import adaptive_qos, bag_qos, message_class
 from .writer import STORAGES, BagWriter
 
 __all__ = ['BagRecorder', 'main']
@@ -54,7 +54,7 @@ class BagRecorder:
             infos = self.node.get_publishers_info_by_topic(topic)
             if not infos:
                 continue
-            self.writer.connection(topic, msgtype)
+            self.writer.connection(topic, msgtype, offered_qos=[bag_qos(i.qos_profile) for i in infos])
             self.subscriptions[topic] = self.node.create_subscription(
                 message_class(msgtype), topic, self._callback(topic, msgtype), adaptive_qos(infos), raw=True)
             new.append(topic)

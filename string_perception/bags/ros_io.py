@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ['message_class', 'publisher_qos', 'adaptive_qos', 'parse_remaps']
+__all__ = ['message_class', 'publisher_qos', 'adaptive_qos', 'parse_remaps', 'bag_qos', 'playback_qos']
 
 QOS_DEPTH = 10
 
@@ -37,6 +37,40 @@ def adaptive_qos(publisher_infos, depth: int = 100):
     return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
                       reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
                       durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE)
+
+
+def bag_qos(profile):
+    """An rclpy ``QoSProfile`` (a publisher's offered QoS) -> the rosbags ``Qos`` a rosbag2 bag stores in its
+    metadata (``offered_qos_profiles``), as ``ros2 bag record`` does."""
+    from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness, QosReliability,
+                                    QosTime)
+
+    def member(enum, policy):
+        return enum.__members__.get(policy.name, enum.UNKNOWN)
+
+    def duration(d):
+        ns = d.nanoseconds if hasattr(d, 'nanoseconds') else int(d.sec) * 10**9 + int(d.nanosec)
+        return QosTime(ns // 10**9, ns % 10**9)
+    return Qos(member(QosHistory, profile.history), int(profile.depth), member(QosReliability, profile.reliability),
+               member(QosDurability, profile.durability), duration(profile.deadline), duration(profile.lifespan),
+               member(QosLiveliness, profile.liveliness), duration(profile.liveliness_lease_duration),
+               bool(profile.avoid_ros_namespace_conventions))
+
+
+def playback_qos(offered, reliability: str = 'reliable', depth: int = QOS_DEPTH):
+    """The QoS a player publishes a recorded topic with. ``offered``: the topic's recorded ``offered_qos_profiles``
+    (rosbags ``Qos``; empty for bags that stored none). As ``ros2 bag play``: a topic every recorded publisher
+    offered transient-local (latched: ``/tf_static``, the node's ``~/label_info``) is played transient-local, with
+    the largest recorded depth, so that a subscriber that joins after the message was played still gets it;
+    everything else is volatile with ``depth``. ``reliability`` as :func:`publisher_qos`."""
+    from rclpy.qos import DurabilityPolicy
+    from rosbags.interfaces import QosDurability
+    offered = list(offered or ())
+    qos = publisher_qos(reliability, depth)
+    if offered and all(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered):
+        qos.durability = DurabilityPolicy.TRANSIENT_LOCAL
+        qos.depth = max(1, max(int(q.depth) for q in offered))
+    return qos
 
 
 def parse_remaps(items) -> dict[str, str]:

@@ -8,7 +8,7 @@ or from CDR bytes (what ``record`` receives and what rclpy's ``serialize_message
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rosbags.rosbag2 import StoragePlugin, Writer
 
@@ -41,14 +41,17 @@ class BagWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         self._writer.__exit__(exc_type, exc, tb)
 
-    def connection(self, topic: str, msgtype: str, msgdef: str | None = None, rihs01: str | None = None):
+    def connection(self, topic: str, msgtype: str, msgdef: str | None = None, rihs01: str | None = None,
+                   offered_qos: Sequence[Any] = ()):
         """The topic's connection (added on first use; one message type per topic). The definition comes from
-        ``msgdef`` + ``rihs01`` when both are given (copying a bag), else from the typestore."""
+        ``msgdef`` + ``rihs01`` when both are given (copying a bag), else from the typestore. ``offered_qos``: the
+        publishers' QoS (rosbags ``Qos``, see ``ros_io.bag_qos``), stored so that a player can offer it again."""
         conn = self._connections.get(topic)
         if conn is None:
             given = msgdef is not None and rihs01 is not None
             conn = self._writer.add_connection(topic, msgtype, typestore=None if given else self.typestore,
-                                               msgdef=msgdef if given else None, rihs01=rihs01 if given else None)
+                                               msgdef=msgdef if given else None, rihs01=rihs01 if given else None,
+                                               offered_qos_profiles=list(offered_qos))
             self._connections[topic] = conn
             self.counts[topic] = 0
         elif conn.msgtype != msgtype:
