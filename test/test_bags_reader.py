@@ -9,6 +9,7 @@ import pytest
 from bag_helpers import FRAME_ID, START_NS, W, frames, ground_truth, write_bag
 from string_perception.bags.reader import BagError, BagFrameReader, header_of
 from string_perception.bags.typestore import make_typestore
+from string_perception.bags.writer import BagWriter
 from string_perception.scenes import CLASS_NAMES
 
 
@@ -17,9 +18,12 @@ def fs():
     return frames(4)
 
 
-@pytest.mark.parametrize('storage', ['sqlite3', 'mcap'])
-def test_raw_colour_and_16uc1_depth_round_trip_exactly(tmp_path, fs, storage):
-    bag = write_bag(tmp_path / 'bag', fs, storage=storage)
+@pytest.mark.parametrize('storage,compression', [('sqlite3', 'none'), ('mcap', 'none'), ('sqlite3', 'file'),
+                                                 ('mcap', 'message')])
+def test_raw_colour_and_16uc1_depth_round_trip_exactly(tmp_path, fs, storage, compression):
+    bag = write_bag(tmp_path / 'bag', fs, storage=storage, compression=compression)
+    if compression == 'file':                    # zstd-compressed storage file; the reader decompresses it
+        assert [p.suffix for p in bag.glob('*.zstd')] == ['.zstd']
     with BagFrameReader(bag) as reader:
         got = list(reader)
         report = reader.report
@@ -35,6 +39,13 @@ def test_raw_colour_and_16uc1_depth_round_trip_exactly(tmp_path, fs, storage):
         assert g.ground_truth['labels'].tolist() == gt['labels'].tolist()
         np.testing.assert_allclose(g.ground_truth['params'], gt['params'], atol=1e-12)
         assert g.ground_truth['class_names'] == [CLASS_NAMES[k] for k in f.labels]
+
+
+def test_writer_refuses_an_unknown_storage_or_compression(tmp_path):
+    with pytest.raises(ValueError, match='compression must be one of none, file, message'):
+        BagWriter(tmp_path / 'a', compression='lz4')
+    with pytest.raises(ValueError, match='storage must be one of'):
+        BagWriter(tmp_path / 'b', storage='bag')
 
 
 def test_compressed_png_colour_and_32fc1_depth(tmp_path, fs):

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from .ros_io import adaptive_qos, bag_qos, message_class
-from .writer import STORAGES, BagWriter
+from .writer import COMPRESSION_MODES, STORAGES, BagWriter
 
 __all__ = ['BagRecorder', 'main']
 
@@ -77,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--all', action='store_true', help='record every topic (except /rosout, /parameter_events)')
     p.add_argument('-o', '--output', required=True, help='bag folder to create (must not exist)')
     p.add_argument('-s', '--storage', choices=tuple(STORAGES), default='sqlite3')
+    p.add_argument('--compression-mode', choices=COMPRESSION_MODES, default='none',
+                   help='zstd-compress each message, or the storage file when the bag closes (as ros2 bag record)')
     p.add_argument('--duration', type=float, default=None, help='stop after this many seconds')
     p.add_argument('--max-messages', type=int, default=None, help='stop after this many messages')
     p.add_argument('--domain-id', type=int, default=None,
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     executor.add_node(node)
     rec = None
     try:
-        with BagWriter(args.output, storage=args.storage) as writer:
+        with BagWriter(args.output, storage=args.storage, compression=args.compression_mode) as writer:
             rec = BagRecorder(node, writer, None if args.all else list(args.topics))
             start, next_discovery = time.monotonic(), 0.0
             print(f'{STARTED_LINE}: {args.output} ({args.storage}), '

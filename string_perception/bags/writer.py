@@ -11,24 +11,33 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 
 from .typestore import make_typestore
 
-__all__ = ['BagWriter', 'STORAGES', 'BAG_VERSION']
+__all__ = ['BagWriter', 'STORAGES', 'COMPRESSION_MODES', 'BAG_VERSION']
 
 STORAGES = {'sqlite3': StoragePlugin.SQLITE3, 'mcap': StoragePlugin.MCAP}
 BAG_VERSION = 8          # rosbag2 metadata version read by Jazzy and Kilted
+# ros2 bag record --compression-mode: 'file' compresses each storage file when the bag closes, 'message' each
+# message's bytes; the format is zstd (rosbag2's only one). rosbags' Reader (and ros2 bag) decompress either.
+COMPRESSION_MODES = ('none', 'file', 'message')
 
 
 class BagWriter:
-    """Context manager around ``rosbags.rosbag2.Writer``; the bag folder must not exist yet."""
+    """Context manager around ``rosbags.rosbag2.Writer``; the bag folder must not exist yet. ``compression``: one
+    of :data:`COMPRESSION_MODES` (zstd)."""
 
-    def __init__(self, path: str | Path, storage: str = 'sqlite3', custom_data: dict[str, str] | None = None):
+    def __init__(self, path: str | Path, storage: str = 'sqlite3', custom_data: dict[str, str] | None = None,
+                 compression: str = 'none'):
         if storage not in STORAGES:
             raise ValueError(f'storage must be one of {", ".join(STORAGES)}, got {storage!r}')
+        if compression not in COMPRESSION_MODES:
+            raise ValueError(f'compression must be one of {", ".join(COMPRESSION_MODES)}, got {compression!r}')
         self.path = Path(path)
         self.typestore = make_typestore()
         self._writer = Writer(self.path, version=BAG_VERSION, storage_plugin=STORAGES[storage])
+        self._writer.set_compression(CompressionMode[compression.upper()], CompressionFormat.ZSTD)
         for k, v in (custom_data or {}).items():
             self._writer.set_custom_data(str(k), str(v))
         self._connections: dict[str, Any] = {}
