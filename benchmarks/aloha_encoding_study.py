@@ -155,11 +155,11 @@ def summary_lines(rows: list[dict]) -> list[str]:
         if not g:
             continue
         rates = [100 * r['success'] / r['episodes'] for r in g]
-        dseeds = ', '.join(str(k) for k in sorted({r['detector_seed'] for r in g}, key=str))
+        detectors = sorted({r['detector_seed'] for r in g}, key=str)
         err = [r['probe_test_median_cm'] for r in g if r['probe_test_median_cm'] is not None]
-        per_detector = [np.mean([100 * r['success'] / r['episodes'] for r in g if r['detector_seed'] == d])
-                        for d in sorted({r['detector_seed'] for r in g}, key=str)]    # each detector's probe mean
-        lines.append(f'| {config} | {len(per_detector)} ({dseeds}) | {len(g)} | '
+        per_detector = [np.mean([x for x, r in zip(rates, g) if r['detector_seed'] == d])
+                        for d in detectors]                                       # each detector's probe mean
+        lines.append(f'| {config} | {len(detectors)} ({", ".join(map(str, detectors))}) | {len(g)} | '
                      f'**{np.mean(rates):.0f} %** ± {sample_sd(rates):.0f} | {min(rates):.0f}-{max(rates):.0f} % | '
                      f'{np.mean(per_detector):.0f} % ± {sample_sd(per_detector):.0f} | {np.mean(err):.2f} |')
     return lines

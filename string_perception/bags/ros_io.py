@@ -20,11 +20,9 @@ def message_class(msgtype: str):
 
 def publisher_qos(reliability: str = 'reliable', depth: int = QOS_DEPTH):
     """KEEP_LAST ``depth``, volatile; reliable by default (best-effort subscribers, as the node's camera inputs,
-    accept it too)."""
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel,
-                      durability=DurabilityPolicy.VOLATILE)
+    accept it too). The nodes' own profile builder (``ros.lifecycle_node.qos_profile``) with the tools' defaults."""
+    from ..ros.lifecycle_node import qos_profile
+    return qos_profile(reliability, depth)
 
 
 def adaptive_qos(publisher_infos, depth: int = 100):
@@ -48,9 +46,8 @@ def bag_qos(profile):
     def member(enum, policy):
         return enum.__members__.get(policy.name, enum.UNKNOWN)
 
-    def duration(d):
-        ns = d.nanoseconds if hasattr(d, 'nanoseconds') else int(d.sec) * 10**9 + int(d.nanosec)
-        return QosTime(ns // 10**9, ns % 10**9)
+    def duration(d):                            # rclpy Duration
+        return QosTime(d.nanoseconds // 10**9, d.nanoseconds % 10**9)
     return Qos(member(QosHistory, profile.history), int(profile.depth), member(QosReliability, profile.reliability),
                member(QosDurability, profile.durability), duration(profile.deadline), duration(profile.lifespan),
                member(QosLiveliness, profile.liveliness), duration(profile.liveliness_lease_duration),

@@ -56,9 +56,7 @@ class ManagedNode(LifecycleNode):
         return SUCCESS
 
     def on_shutdown(self, state) -> TransitionCallbackReturn:
-        self._stop_inputs()
-        self._release_outputs()
-        return SUCCESS
+        return self.on_cleanup(state)
 
     def _stop_inputs(self) -> None:
         """Deactivate: no input callback does anything from here on; the subscriptions are gone."""
