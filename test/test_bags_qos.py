@@ -45,6 +45,37 @@ def test_writer_stores_the_offered_qos_and_the_reader_reads_it_back(tmp_path):
     assert got['/plain'] == []
 
 
+
+@pytest.mark.parametrize('stored, opens', [
+    ('- history: [unclosed', False),                    # not YAML
+    ('nonsense', False),                                # YAML, not a list of profiles
+    ('- {history: 1}', False),                          # a profile without depth / deadline / ...
+    ('', True),                                         # nothing stored (rosbag2 before Humble): plays volatile
+])
+def test_malformed_offered_qos_metadata_is_a_clear_bag_error(tmp_path, stored, opens):
+    import yaml
+    from rclpy.qos import DurabilityPolicy
+    from string_perception.bags.reader import BagError, open_bag
+    from string_perception.bags.ros_io import bag_qos, playback_qos
+    from string_perception.bags.writer import BagWriter
+    with BagWriter(tmp_path / 'bag') as bag:
+        bag.connection('/latched', 'std_msgs/msg/String', offered_qos=[bag_qos(_qos('TRANSIENT_LOCAL', 2))])
+    meta_path = tmp_path / 'bag' / 'metadata.yaml'
+    meta = yaml.safe_load(meta_path.read_text())
+    meta['rosbag2_bagfile_information']['topics_with_message_count'][0]['topic_metadata'][
+        'offered_qos_profiles'] = stored
+    meta_path.write_text(yaml.safe_dump(meta))
+    if not opens:
+        with pytest.raises(BagError, match='cannot open the bag'):
+            open_bag(tmp_path / 'bag')
+        return
+    reader = open_bag(tmp_path / 'bag')
+    try:
+        offered = reader.connections[0].ext.offered_qos_profiles
+    finally:
+        reader.close()
+    assert offered == [] and playback_qos(offered).durability == DurabilityPolicy.VOLATILE
+
 @pytest.mark.ros
 def test_record_then_play_keeps_a_latched_topic_latched(tmp_path, monkeypatch):
     import rclpy
