@@ -299,12 +299,13 @@ def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
     cfg = TrainConfig.from_dict(spec['train_config'])
     run_dir = Path(cfg.out)
     last = run_dir / 'last.pt'
-    t0 = time.perf_counter()
-    train(cfg, resume=str(last) if last.exists() else None, progress=spec['progress'])
+    # train_seconds: the training loop's wall time (validations included), summed over the parts of a resumed run
+    summary = train(cfg, resume=str(last) if last.exists() else None, progress=spec['progress'])
     t1 = time.perf_counter()
     rec = {k: spec[k] for k in ('config', 'encoder', 'encoding', 'seed', 'fingerprint')}
     rec.update(evaluate_run(spec))
-    rec.update(train_seconds=t1 - t0, eval_seconds=time.perf_counter() - t1, steps=cfg.steps, host=host_record())
+    rec.update(train_seconds=summary['train_seconds'], eval_seconds=time.perf_counter() - t1, steps=cfg.steps,
+               host=host_record())
     tmp = run_dir / f'{RESULT_FILE}.tmp'
     tmp.write_text(json.dumps(rec, indent=2) + '\n')
     os.replace(tmp, run_dir / RESULT_FILE)

@@ -115,6 +115,7 @@ def test_release_checkpoint_drops_the_optimiser_and_still_evaluates(tmp_path):
     shipped = release_checkpoint(run / 'last.pt', tmp_path / 'model.pt')
     assert 'optimizer' not in shipped and 'scheduler' not in shipped and 'rng' not in shipped
     assert shipped['train_config'] == full['train_config'] and shipped['step'] == 1
+    assert shipped['train_seconds'] == full['train_seconds'] > 0
     assert 'git_commit' in shipped['provenance']
     assert (tmp_path / 'model.pt').stat().st_size < (run / 'last.pt').stat().st_size
     model, cfg, _ = load_checkpoint(tmp_path / 'model.pt')

@@ -12,6 +12,7 @@ import torch
 from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,
                                                       default_model_decision, paper_cells, render_decision,
                                                       render_markdown, summarise)
+from string_perception.training.train import load_training_checkpoint
 
 REPO = Path(__file__).resolve().parent.parent
 ISSUE_TABLE4 = {'vit': (49.77, 58.09, 57.17, 58.95, 58.85), 'vitd': (67.60, 71.21, 70.90, 72.36, 72.67)}
@@ -167,6 +168,8 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
         run_dir = out / 'runs' / r['config'] / 'seed0'
         assert (run_dir / 'best.pt').exists() and (run_dir / 'test.json').exists()
         assert r['host']['threads'] >= 1 and r['host']['torch'] == torch.__version__ and r['host']['cpu']
+        # the training loop's time, at least what its last checkpoint recorded (summed over resumed parts)
+        assert r['train_seconds'] >= load_training_checkpoint(run_dir / 'last.pt')['train_seconds'] > 0
     assert results['budget']['steps'] == 2 and results['budget']['val_every'] == 1
     cells = results['summary']['cells']
     assert set(cells) == {'vit', 'vitd', 'vitd_xyz'} and cells['vitd']['rope']['n'] == 1

@@ -100,9 +100,14 @@ def test_resume_continues_at_the_right_step_with_the_same_state(tmp_path):
             torch.testing.assert_close(ck_res['optimizer']['state'][i][k], st[k], rtol=1e-5, atol=1e-7)
     rows = (tmp_path / 'b' / 'log.csv').read_text().splitlines()
     assert [r.split(',')[0] for r in rows[1:]] == ['3', '4']                 # continued at step 3
-    # --resume auto picks OUT/last.pt; a finished run is a no-op
+    # the training time adds up over the parts: the resumed run's includes the first part's 2 steps
+    assert 0 < ck_mid['train_seconds'] < ck_end['train_seconds']
+    assert ck_res['train_seconds'] > ck_mid['train_seconds']
+    # --resume auto picks OUT/last.pt; a finished run is a no-op that reports the time already spent
     assert main(['--resume', 'auto', '--out', str(tmp_path / 'b'), '--no-progress']) == 0
     assert load_training_checkpoint(tmp_path / 'b' / 'last.pt')['step'] == 4
+    summary = json.loads((tmp_path / 'b' / 'summary.json').read_text())
+    assert summary['train_seconds'] == ck_res['train_seconds']
 
 
 @pytest.mark.slow

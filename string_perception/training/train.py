@@ -19,7 +19,8 @@ Resume (model, optimiser, scheduler, step, RNG; the data order continues where i
 Writes to ``--out``: ``train_config.json``, ``log.csv`` (train rows) and ``val.csv`` (validation rows),
 TensorBoard events when ``torch.utils.tensorboard`` imports, ``last.pt`` and ``best.pt`` (best validation
 ``--best-metric``). Checkpoints are nanoGPT style: ``model/`` ``save_checkpoint`` with the ``ViTDConfig`` dict plus
-the ``TrainConfig`` dict and the optimiser / scheduler / RNG state, all loadable with ``weights_only=True``.
+the ``TrainConfig`` dict, the optimiser / scheduler / RNG state and ``train_seconds`` (the training loop's wall time,
+summed over resumed parts), all loadable with ``weights_only=True``.
 """
 from __future__ import annotations
 
@@ -276,8 +277,9 @@ def provenance() -> dict[str, str]:
 
 
 def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, optimizer, scheduler, step: int,
-                             best: float | None, metrics: dict | None = None) -> None:
-    """Write a checkpoint (``step`` = optimiser steps done) via ``model.save_checkpoint``."""
+                             best: float | None, metrics: dict | None = None, train_seconds: float = 0.0) -> None:
+    """Write a checkpoint (``step`` = optimiser steps done; ``train_seconds``: wall time of the training loop that
+    reached it, summed over resumed parts) via ``model.save_checkpoint``."""
     from string_perception.model import save_checkpoint
     extra = {
         'train_config': cfg.to_dict(),
@@ -285,6 +287,7 @@ def save_training_checkpoint(path: Path, model, model_cfg, cfg: TrainConfig, opt
         'scheduler': scheduler.state_dict(),
         'step': int(step),
         'best': best,
+        'train_seconds': float(train_seconds),
         'rng': rng_state(),
         'metrics': dict(metrics or {}),
         'provenance': provenance(),
@@ -297,7 +300,7 @@ def release_checkpoint(src: str | Path, dst: str | Path) -> dict:
     the optimiser / scheduler / RNG state (a third of the size; still ``model.load_checkpoint``-able, not
     resumable). Returns the written dict."""
     ck = load_training_checkpoint(src)
-    keep = {k: ck[k] for k in ('train_config', 'step', 'best', 'metrics', 'provenance') if k in ck}
+    keep = {k: ck[k] for k in ('train_config', 'step', 'best', 'train_seconds', 'metrics', 'provenance') if k in ck}
     from string_perception.model import ViTDConfig, build_model, save_checkpoint
     cfg = ViTDConfig.from_dict(ck['config'])
     model = build_model(cfg)
@@ -401,12 +404,13 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
                                       fused=info.device.type == 'cuda')
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: lr_factor(s, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio))
-        start_step, best = 0, None
+        start_step, best, spent = 0, None, 0.0        # spent: training-loop seconds of the parts before this one
         if ckpt is not None:
             model.load_state_dict(ckpt['model'])
             optimizer.load_state_dict(ckpt['optimizer'])
             scheduler.load_state_dict(ckpt['scheduler'])
             start_step, best = int(ckpt['step']), ckpt.get('best')
+            spent = float(ckpt.get('train_seconds', 0.0))   # 0 for checkpoints written before it was recorded
             set_rng_state(ckpt['rng'])
             del ckpt
         if info.enabled:
@@ -456,6 +460,11 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         step = start_step
         data_iter = iter(loader)
         t_last, acc, n_acc = time.perf_counter(), {}, 0
+        t_part = t_last                                  # this part's start
+
+        def train_seconds() -> float:                   # the loop's wall time over all parts (a no-op part adds 0)
+            return spent + (time.perf_counter() - t_part if step > start_step else 0.0)
+
         val_metrics: dict[str, float] = {}
         while step < cfg.steps:
             batch = next(data_iter)
@@ -515,7 +524,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
                             print(f'[val step {step}] {msg}', flush=True)
                     save = functools.partial(save_training_checkpoint, model=model, model_cfg=model_cfg, cfg=cfg,
                                              optimizer=optimizer, scheduler=scheduler, step=step, best=best,
-                                             metrics=val_metrics)
+                                             metrics=val_metrics, train_seconds=train_seconds())
                     save(out / 'last.pt')
                     if improved:
                         save(out / 'best.pt')
@@ -528,6 +537,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         if tb is not None:
             tb.close()
         summary = {'step': step, 'best': best, 'best_metric': cfg.best_metric, 'val': val_metrics,
+                   'train_seconds': train_seconds(),
                    'world_size': info.world_size, 'rank_weight_max_abs_diff': max_rank_divergence(model, info)}
         if info.is_main:
             (out / 'summary.json').write_text(json.dumps(summary, indent=2) + '\n')
