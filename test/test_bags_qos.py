@@ -45,7 +45,6 @@ def test_writer_stores_the_offered_qos_and_the_reader_reads_it_back(tmp_path):
     assert got['/plain'] == []
 
 
-
 @pytest.mark.parametrize('stored, opens', [
     ('- history: [unclosed', False),                    # not YAML
     ('nonsense', False),                                # YAML, not a list of profiles
@@ -75,6 +74,7 @@ def test_malformed_offered_qos_metadata_is_a_clear_bag_error(tmp_path, stored, o
     finally:
         reader.close()
     assert offered == [] and playback_qos(offered).durability == DurabilityPolicy.VOLATILE
+
 
 @pytest.mark.ros
 def test_record_then_play_keeps_a_latched_topic_latched(tmp_path, monkeypatch):
