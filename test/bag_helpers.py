@@ -30,15 +30,18 @@ def ground_truth(f) -> dict:
 def write_bag(path: Path, fs, *, storage: str = 'sqlite3', colour: str = 'rgb8', depth: str = '16UC1',
               camera_info: bool = True, gt: bool = True, depth_offset_ns=None, colour_encoding: str | None = None,
               depth_encoding: str | None = None, depth_step: int | None = None,
-              depth_transport: str = 'raw', gt_class_ids: str = 'names', compression: str = 'none') -> Path:
+              depth_transport: str = 'raw', gt_class_ids: str = 'names', compression: str = 'none',
+              split=None) -> Path:
     """One bag: colour (rgb8 raw Image, or 'png'/'jpeg' CompressedImage), depth (16UC1 mm or 32FC1 m),
     CameraInfo, ground truth. ``depth_transport='compressedDepth'`` writes depth as image_transport's
     compressedDepth on <depth>/compressedDepth; ``gt_class_ids``: ground-truth class_id as 'names' (older bags),
     'ids' or 'ids+label_info' (integer ids, with a LabelInfo on /ground_truth/label_info).
     ``depth_offset_ns(i)`` shifts depth stamps; ``*_encoding`` overrides the encoding field (to make
     unsupported-encoding frames); ``depth_step`` overrides the depth row stride (to make a data length that does
-    not match step x height); ``compression``: BagWriter's (zstd per file or per message)."""
-    with BagWriter(path, storage=storage, compression=compression) as bag:
+    not match step x height); ``compression``, ``split``: BagWriter's (zstd per file or per message; a
+    ``splitting.SplitPolicy``). Per frame, the messages are logged at +5 (colour), +4 (depth), +3 (CameraInfo)
+    and +6 ms (ground truth) after the frame's stamp, in that order."""
+    with BagWriter(path, storage=storage, compression=compression, split=split) as bag:
         for i, f in enumerate(fs):
             stamp = START_NS + i * PERIOD_NS
             if colour == 'rgb8':

@@ -1,9 +1,10 @@
 """record -> play -> node -> record over real DDS (loopback profile, own ROS_DOMAIN_ID), all as separate processes.
 
 1. ``string-perception-play`` plays the bundled recording into the node while ``string-perception-record`` records
-   the camera topics, the ground truth and the node's detections/markers (bag A, mcap);
-2. bag A is played again (only its camera + ground-truth topics) into the same node and recorded (bag B, sqlite3,
-   zstd-compressed per message).
+   the camera topics, the ground truth and the node's detections/markers (bag A, mcap, split into files of
+   ~1 MB with ``--max-bag-size``);
+2. bag A (read across its files) is played again (only its camera + ground-truth topics) into the same node and
+   recorded (bag B, sqlite3, one file, zstd-compressed per message).
 
 Checks: the recorder stores the player's messages byte for byte (A == sample, B == A on those topics); the
 node's detections in A and B carry input stamps and equal the offline pipeline on the same frames.
@@ -44,10 +45,11 @@ def _unpadded(got, sent):
     return out + list(got[len(sent):])
 
 
-def _round(pg, name, bag, out, storage, topics, node, compression='none'):
+def _round(pg, name, bag, out, storage, topics, node, compression='none', extra=()):
     from string_perception.bags.record import RECORDING_LINE
     rec = pg.start_python(f'record_{name}', ['-m', 'string_perception.bags.record', *CAMERA, GT, *OUTPUTS,
-                                             '-o', str(out), '-s', storage, '--compression-mode', compression])
+                                             '-o', str(out), '-s', storage, '--compression-mode', compression,
+                                             *extra])
     for t in OUTPUTS:                                    # the node's outputs are subscribed before anything plays
         assert rec.wait_for_line(f'{RECORDING_LINE} {t}', 30), pg.logs()
     play = pg.start_python(f'play_{name}', ['-m', 'string_perception.bags.play', str(bag), '--rate', str(RATE),
@@ -77,14 +79,17 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         node = pg.start_python('node', cmd[1:])
         assert node.wait_for_line(READY_LINE, 60), pg.logs()
-        _round(pg, 'a', sample, bag_a, 'mcap', CAMERA + [GT], node)
+        _round(pg, 'a', sample, bag_a, 'mcap', CAMERA + [GT], node, extra=['--max-bag-size', '1000000'])
         _round(pg, 'b', bag_a, bag_b, 'sqlite3', CAMERA + [GT], node, compression='message')
         assert node.stop() == 0, pg.logs()
 
     import yaml
-    modes = [yaml.safe_load((bag / 'metadata.yaml').read_text())['rosbag2_bagfile_information']['compression_mode']
-             for bag in (bag_a, bag_b)]
-    assert modes == ['', 'message'] and (bag_b / 'b.db3').exists()        # B: zstd per message, read back below
+    meta = [yaml.safe_load((bag / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
+            for bag in (bag_a, bag_b)]
+    assert [m['compression_mode'] for m in meta] == ['', 'message']          # B: zstd per message, read below
+    files_a = meta[0]['relative_file_paths']                                  # the sample's 4.4 MB in 1 MB files
+    assert len(files_a) >= 3 and files_a == [f'a_{i}.mcap' for i in range(len(files_a))]
+    assert meta[1]['relative_file_paths'] == ['b.db3']
     sent, a, b = _messages(sample, CAMERA + [GT]), _messages(bag_a, CAMERA + [GT] + OUTPUTS), \
         _messages(bag_b, CAMERA + [GT] + OUTPUTS)
     for t in CAMERA + [GT]:                               # reliable, in order, byte for byte

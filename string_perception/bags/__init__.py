@@ -4,6 +4,7 @@
 - ``topics``     the camera-driver topic layout and topic auto-detection
 - ``messages``   rosbags message builders (Image, CompressedImage, CameraInfo, ground-truth Detection3DArray)
 - ``writer``     ``BagWriter``: write messages (rosbags objects or CDR bytes) to sqlite3 or mcap
+- ``splitting``  when a recording starts its next storage file, and the split bag's metadata
 - ``reader``     ``read_frames``: synchronised RGB-D frames (+ ground truth) from a bag, with a report of
                  what could not be used
 - ``sample``     the bundled recording ``data/sample_recording`` (regenerated bit for bit from a seed)

@@ -2,13 +2,16 @@
 
     string-perception-record /camera/color/image_raw /camera/depth/image_raw /camera/color/camera_info -o my_bag
     string-perception-record --all -o my_bag --storage mcap --duration 10
+    string-perception-record --all -o my_bag --max-bag-duration 60        # my_bag_0.db3, my_bag_1.db3, ...
 
 On a ROS workcell the equivalent is ``ros2 bag record -o my_bag <topics>`` (``-s mcap`` for mcap). Messages
 are stored as received (CDR bytes, no decoding) with their receive time, like ``ros2 bag record``; each
 subscription's QoS matches the topic's publishers (reliable / transient local only when all of them offer it).
 Topics appearing later are picked up (every 0.5 s). Stops on Ctrl-C / SIGTERM, after ``--duration`` seconds or
-``--max-messages``, and always closes the bag (metadata.yaml written). Types must be known to the rosbags
-typestore (ROS 2 standard messages and vision_msgs); others are skipped with a warning.
+``--max-messages``, and always closes the bag (metadata.yaml written). ``--max-bag-size`` / ``--max-bag-duration``
+split the recording into several storage files in the one bag folder, as ``ros2 bag record -b / -d`` (see
+``splitting.py``). Types must be known to the rosbags typestore (ROS 2 standard messages and vision_msgs); others
+are skipped with a warning.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 
 from .ros_io import adaptive_qos, bag_qos, message_class
+from .splitting import SplitPolicy
 from .writer import COMPRESSION_MODES, STORAGES, BagWriter
 
 __all__ = ['BagRecorder', 'main']
@@ -79,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('-s', '--storage', choices=tuple(STORAGES), default='sqlite3')
     p.add_argument('--compression-mode', choices=COMPRESSION_MODES, default='none',
                    help='zstd-compress each message, or the storage file when the bag closes (as ros2 bag record)')
+    p.add_argument('-b', '--max-bag-size', type=int, default=0,
+                   help='start the next storage file after this many message bytes (0: one file)')
+    p.add_argument('-d', '--max-bag-duration', type=float, default=0.0,
+                   help='start the next storage file after this many seconds of log time (0: one file)')
     p.add_argument('--duration', type=float, default=None, help='stop after this many seconds')
     p.add_argument('--max-messages', type=int, default=None, help='stop after this many messages')
     p.add_argument('--domain-id', type=int, default=None,
@@ -87,7 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        split = SplitPolicy(max_bytes=args.max_bag_size, max_duration_s=args.max_bag_duration)
+    except ValueError as e:
+        parser.error(str(e))
     if not args.topics and not args.all:
         print('string-perception-record: name the topics to record, or pass --all', file=sys.stderr)
         return 2
@@ -106,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     executor.add_node(node)
     rec = None
     try:
-        with BagWriter(args.output, storage=args.storage, compression=args.compression_mode) as writer:
+        with BagWriter(args.output, storage=args.storage, compression=args.compression_mode,
+                       split=split) as writer:
             rec = BagRecorder(node, writer, None if args.all else list(args.topics))
             start, next_discovery = time.monotonic(), 0.0
             print(f'{STARTED_LINE}: {args.output} ({args.storage}), '
@@ -130,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     missing = rec.missing() if rec is not None else []
-    print(f'string-perception-record: wrote {rec.received if rec else 0} messages to {args.output}'
+    files = len(rec.writer.storage_files) if rec is not None else 0
+    print(f'string-perception-record: wrote {rec.received if rec else 0} messages to {args.output} '
+          f'({files} storage file{"s" if files != 1 else ""})'
           + (f'; never saw {", ".join(missing)}' if missing else ''), flush=True)
     return 0
 
