@@ -34,7 +34,7 @@ import numpy as np
 from ..scenes import CLASS_NAMES, SceneConfig, generate_frame
 from . import messages as M
 from .topics import DEFAULT_TOPICS
-from .writer import BagWriter
+from .writer import BagWriter, read_metadata
 
 __all__ = ['SampleRecordingConfig', 'sample_messages', 'write_sample_recording', 'messages_digest',
            'default_sample_path', 'RecordingComparison', 'compare_with_recording', 'message_differences']
@@ -224,8 +224,7 @@ def default_sample_path() -> Path:
 
 def config_of(path: str | Path) -> SampleRecordingConfig:
     """The config a recording was generated with (from its metadata custom_data)."""
-    import yaml
-    meta = yaml.safe_load((Path(path) / 'metadata.yaml').read_text())['rosbag2_bagfile_information']
+    meta = read_metadata(path)
     raw = (meta.get('custom_data') or {}).get('string_perception.sample_recording')
     if raw is None:
         raise ValueError(f'{path} is not a generated sample recording (no custom_data)')

@@ -21,7 +21,7 @@ from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
 from .splitting import SplitPolicy, merge_part_metadata
 from .typestore import make_typestore
 
-__all__ = ['BagWriter', 'STORAGES', 'COMPRESSION_MODES', 'BAG_VERSION']
+__all__ = ['BagWriter', 'STORAGES', 'COMPRESSION_MODES', 'BAG_VERSION', 'read_metadata']
 
 STORAGES = {'sqlite3': StoragePlugin.SQLITE3, 'mcap': StoragePlugin.MCAP}
 BAG_VERSION = 8          # rosbag2 metadata version read by Jazzy and Kilted
@@ -72,7 +72,7 @@ class BagWriter:
         self._writer.__exit__(exc_type, exc, tb)      # closes the file, or aborts it after an exception
         if not self.split.enabled:
             if exc_type is None:
-                self.storage_files = list(_metadata(self.path)['relative_file_paths'])
+                self.storage_files = list(read_metadata(self.path)['relative_file_paths'])
             return
         if exc_type is None:
             self._finish_file()
@@ -87,7 +87,7 @@ class BagWriter:
     def _finish_file(self) -> None:
         """Move the closed file's storage up into the bag folder and keep its metadata for the bag's."""
         folder = self._writer.path
-        info = _metadata(folder)
+        info = read_metadata(folder)
         for name in info['relative_file_paths']:
             (folder / name).replace(self.path / name)
         shutil.rmtree(folder)
@@ -143,5 +143,6 @@ class BagWriter:
         self.counts[topic] += 1
 
 
-def _metadata(bag: Path) -> dict[str, Any]:
-    return yaml.safe_load((bag / 'metadata.yaml').read_text('utf8'))['rosbag2_bagfile_information']
+def read_metadata(bag: str | Path) -> dict[str, Any]:
+    """A bag folder's ``metadata.yaml`` (its ``rosbag2_bagfile_information``)."""
+    return yaml.safe_load((Path(bag) / 'metadata.yaml').read_text('utf8'))['rosbag2_bagfile_information']
