@@ -48,6 +48,7 @@ def aloha_policy_actions(context, *_args, **_kwargs) -> list:
     perception = LifecycleNode(
         package=PACKAGE, executable=PERCEPTION_EXECUTABLE, name=perception_name, namespace=ns, output='screen',
         parameters=[cfg['config'], {'model_path': cfg['model_path'], 'autostart': True, 'use_sim_time': sim_time,
+                                    'resize_mode': 'crop',   # the policy's perception file saw centre crops
                                     **reliable}],
         remappings=[(k, SIM_TOPICS[k]) for k in ('image', 'depth', 'camera_info')], arguments=log)
     policy = LifecycleNode(

@@ -130,7 +130,8 @@ class StringPerceptionNode(ManagedNode):
         self.pipeline.set_params(score_threshold=self._score_threshold(cfg['score_threshold']),
                                  nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'],
                                  pre_nms_top_k=cfg['pre_nms_top_k'], max_depth_m=cfg['max_depth_m'] or None,
-                                 nms_class_agnostic=cfg['nms_class_agnostic'], multi_label=cfg['multi_label'])
+                                 nms_class_agnostic=cfg['nms_class_agnostic'], multi_label=cfg['multi_label'],
+                                 resize_mode=cfg['resize_mode'])
         self.markers.alpha = cfg['marker_alpha']
         if self._gate is not None:
             self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']

@@ -96,6 +96,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('pre_nms_top_k', 'int', 200, 'candidates kept by score before NMS', 1, 100000, live=True),
     ParamSpec('max_depth_m', 'double', 0.0, 'depth beyond this is invalid (metres); 0 = no limit', 0.0, 1000.0,
               live=True),
+    ParamSpec('resize_mode', 'string', 'pad',
+              "how a camera frame meets the model's input: pad (the whole frame, letterboxed to the model's aspect "
+              'ratio; tokens in the padding give no box) or crop (the largest centred crop: the image sides are not '
+              'looked at)', choices=('pad', 'crop'), live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),
