@@ -12,7 +12,7 @@ names). Node: ``namespace``, ``node_name``, ``config`` (parameters file), and ``
 ``use_sim_time``: empty = not given, so the ``config`` file's value (else the node's default: the shipped model,
 autostart true, wall time) holds; a given value wins over the file. ``log_level``. RViz: ``use_rviz``,
 ``rviz_config`` (template), ``fixed_frame`` (empty: the driver's colour optical frame); its topics follow
-``namespace``/``node_name`` and it runs on sim time when the node does. Booleans take true/false in any case.
+``namespace``/``node_name`` and it runs on sim time when the node does. Booleans: true, false, True or False.
 DDS: the system's set-up by default (RMW, profiles, discovery range as the environment has them), so drivers and
 RViz on other hosts or containers are reached. ``loopback_only:=true`` sets the shipped loopback-only Fast DDS
 profile (``fastdds_profile``), as tests and the demo use.

@@ -50,45 +50,38 @@ class DriverPreset:
     camera_info: str
     frame: str
     depth_encoding: str
-    params_file: str       # config/<file>: the driver parameters that give registered depth
-    start: str             # how to start the driver with that file
+    params_file: str       # config/<file>: the driver parameters that give registered depth (its header: how)
 
 
 DRIVERS: dict[str, DriverPreset] = {
     'realsense': DriverPreset(
-        'realsense2_camera >= 4.55 (rs_launch.py)', 'realsense-ros 4.55.1 / 4.56.1 (rs_launch.py, rs_node_setup.cpp)',
+        'realsense2_camera >= 4.55 (rs_launch.py)',
+        'realsense-ros 4.55.1 / 4.56.1 (rs_launch.py, rs_node_setup.cpp)',
         '/{namespace}/{camera}', 'camera', 'camera', 'color/image_raw', 'aligned_depth_to_color/image_raw',
-        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml',
-        'ros2 launch realsense2_camera rs_launch.py camera_name:=<camera> config_file:=<share>/config/driver_realsense.yaml'),
+        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml'),
     'realsense_4.51': DriverPreset(
         'realsense2_camera 4.51-4.54 (namespace = camera_name)', 'realsense-ros 4.51.1, 4.54.1 (rs_launch.py)',
         '/{camera}/{camera}', 'camera', '', 'color/image_raw', 'aligned_depth_to_color/image_raw',
-        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml',
-        'ros2 launch realsense2_camera rs_launch.py camera_name:=<camera> config_file:=<share>/config/driver_realsense.yaml'),
+        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml'),
     'zed': DriverPreset(
-        'zed-ros2-wrapper >= 5.1', 'zed-ros2-wrapper v5.4.1 (zed_camera_component_video_depth.cpp, CHANGELOG v5.1.0)',
+        'zed-ros2-wrapper >= 5.1',
+        'zed-ros2-wrapper v5.4.1 (zed_camera_component_video_depth.cpp, CHANGELOG v5.1.0)',
         '/{camera}/zed_node', 'zed', '', 'rgb/color/rect/image', 'depth/depth_registered',
-        'rgb/color/rect/camera_info', '{camera}_left_camera_frame_optical', '32FC1', 'driver_zed.yaml',
-        'ros2 launch zed_wrapper zed_camera.launch.py camera_model:=<model> camera_name:=<camera> '
-        'ros_params_override_path:=<share>/config/driver_zed.yaml'),
+        'rgb/color/rect/camera_info', '{camera}_left_camera_frame_optical', '32FC1', 'driver_zed.yaml'),
     'zed_5.0': DriverPreset(
         'zed-ros2-wrapper 4.x - 5.0', 'zed-ros2-wrapper humble-v4.2.5, humble-v5.0.0',
         '/{camera}/zed_node', 'zed', '', 'rgb/image_rect_color', 'depth/depth_registered', 'rgb/camera_info',
-        '{camera}_left_camera_optical_frame', '32FC1', 'driver_zed.yaml',
-        'ros2 launch zed_wrapper zed_camera.launch.py camera_model:=<model> camera_name:=<camera> '
-        'ros_params_override_path:=<share>/config/driver_zed.yaml'),
+        '{camera}_left_camera_optical_frame', '32FC1', 'driver_zed.yaml'),
     'depthai': DriverPreset(
         'depthai-ros v3 (depthai_ros_driver[_v3] driver.launch.py) and v2.10 (camera.launch.py)',
         'depthai-ros v2.10.3 (humble/jazzy), v3 kilted sources (sensor_helpers NodeNameMap, Camera, Stereo)',
         '/{camera}', 'oak', '', 'rgb/image_raw', 'stereo/image_raw', 'rgb/camera_info',
-        '{camera}_rgb_camera_optical_frame', '16UC1', 'driver_depthai.yaml',
-        'ros2 launch depthai_ros_driver driver.launch.py name:=<camera> params_file:=<share>/config/driver_depthai.yaml'),
+        '{camera}_rgb_camera_optical_frame', '16UC1', 'driver_depthai.yaml'),
     'orbbec': DriverPreset(
-        'OrbbecSDK_ROS2 v2.x (orbbec_camera)', 'OrbbecSDK_ROS2 v2.6.3 (gemini_330_series.launch.py, ob_camera_node.cpp)',
+        'OrbbecSDK_ROS2 v2.x (orbbec_camera)',
+        'OrbbecSDK_ROS2 v2.6.3 (gemini_330_series.launch.py, ob_camera_node.cpp)',
         '/{camera}', 'camera', '', 'color/image_raw', 'depth/image_raw', 'color/camera_info',
-        '{camera}_color_optical_frame', '16UC1', 'driver_orbbec.yaml',
-        'ros2 launch orbbec_camera gemini_330_series.launch.py camera_name:=<camera> '
-        'config_file_path:=<share>/config/driver_orbbec.yaml'),
+        '{camera}_color_optical_frame', '16UC1', 'driver_orbbec.yaml'),
 }
 DEFAULT_DRIVER = 'realsense'
 ALOHA_CAMERAS = ('cam_high', 'cam_left_wrist', 'cam_right_wrist')
