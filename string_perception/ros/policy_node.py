@@ -41,7 +41,7 @@ from .messages import copy_header, stamp_to_ns
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
 
 READY_LINE = 'string_perception_policy ready'
-STATUS_NAME = 'string_perception_policy: policy'
+STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a renamed node: '<name>: policy'
 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
@@ -214,10 +214,10 @@ class PolicyNode(ManagedNode):
         if pub is None or self.model is None:
             return
         snap = self.stats.snapshot(image_topic='embedding')
-        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
+        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), node_name=self.get_name(), task='policy',
+                               hardware_id=self.get_fully_qualified_name(),
                                provider=self.model.session.get_providers()[0], active=self._active,
                                extra={'queries': self.stepper.queries if self.stepper else 0})
-        msg.status[0].name = STATUS_NAME
         pub.publish(msg)
 
 
