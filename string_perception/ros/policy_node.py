@@ -35,7 +35,7 @@ import numpy as np
 
 from . import policy_params as PP
 from .params import AUTO_PROVIDERS
-from .diagnostics import NodeStats, diagnostic_array
+from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from .messages import copy_header, stamp_to_ns
 
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
@@ -138,7 +138,8 @@ class PolicyNode(ManagedNode):
         self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command', out_qos),
                       'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics',
                                                            qos_profile('reliable', 10))}
-        self.stats, self._last_command = NodeStats(), None
+        self.stats = NodeStats(level_window_s=LEVEL_WINDOW_PERIODS * cfg['diagnostics_period'])
+        self._last_command = None
         self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
         m = self.model.metadata
         self.get_logger().info(f'configured: policy {self.model.path} (task {m.task}, E={m.embed_dim}, '
