@@ -50,7 +50,8 @@ TOPICS: tuple[Topic, ...] = (
           'every processed frame (an empty array when nothing scores above the threshold); class_id = class id, '
           'id = track id'),
     Topic('out', '~/markers', 'visualization_msgs/msg/MarkerArray', _OUT_QOS,
-          'every processed frame with publish_markers, while subscribed (cube + label per box, DELETE for stale ids)'),
+          'every processed frame with publish_markers, while subscribed (cube + label per box, DELETE for stale ids, '
+          'lifetime marker_lifetime)'),
     Topic('out', '~/embedding', 'sensor_msgs/msg/Image', _OUT_QOS,
           'every processed frame with publish_embedding, while subscribed (32FC1, 1 x E policy embedding)'),
     Topic('out', '~/tokens', 'sensor_msgs/msg/Image', _OUT_QOS,
@@ -62,9 +63,9 @@ TOPICS: tuple[Topic, ...] = (
     Topic('out', '~/track_velocities', 'sensor_msgs/msg/Image', _OUT_QOS,
           'with tracking: 32FC1, T x 4 rows (track id, vx, vy, vz) in m/s'),
     Topic('out', '~/label_info', 'vision_msgs/msg/LabelInfo', 'reliable, transient local, keep last 1',
-          'once at configure: class id -> class name, and the score threshold'),
+          'at configure and when score_threshold changes: class id -> class name, and the score threshold'),
     Topic('out', '/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', 'reliable, keep last 10',
-          'every diagnostics_period seconds while configured'),
+          'every diagnostics_period seconds while configured; status "<node name>: pipeline"'),
     Topic('out', '/tf', 'tf2_msgs/msg/TFMessage', "tf2's broadcaster QoS",
           'with publish_tf: each published track as frame <tf_prefix><id>, parent = the detections\' frame'),
 )
