@@ -47,6 +47,7 @@ from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .markers import MarkerBuilder
+from .sync_watchdog import SyncWatchdog
 from .messages import (Detection3DArrayBuilder, camera_info_to_k, copy_header, detections_to_msg, label_info_msg,
                        stamp_to_ns, tensor_to_image, transform_detections)
 from .track_messages import (make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms,
@@ -104,6 +105,7 @@ class StringPerceptionNode(ManagedNode):
         self._has_tokens = False
         self._gate: StampGate | None = None        # created at activate
         self._watch: InputWatch | None = None
+        self._sync_watch: SyncWatchdog | None = None   # unblocks the synchroniser (sync_watchdog.py)
         self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
 
     # ------------------------------------------------------------------ parameters
@@ -136,6 +138,8 @@ class StringPerceptionNode(ManagedNode):
             self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']
         if self._watch is not None:
             self._watch.timeout_s = cfg['input_timeout']
+        if self._sync_watch is not None:
+            self._sync_watch.timeout_s = cfg['input_timeout']
         if cfg['target_frame']:
             self._ensure_tf()
         if cfg['publish_tf'] and self._tf_broadcaster is None:
@@ -224,6 +228,7 @@ class StringPerceptionNode(ManagedNode):
         self._subs = []
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
+        self._sync_watch = SyncWatchdog([name for name, _, _ in specs], cfg['input_timeout'])
         raw_images = cfg['raw_image_input']
         from .raw_input import RawImageSubscriber
         from .sequence_gaps import SequenceGaps, SequencedSubscriber
@@ -235,10 +240,10 @@ class StringPerceptionNode(ManagedNode):
             on_info = self._on_image_info if name == 'image' else None
             if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
                 sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
-                                         on_bad=self._on_bad_cdr, on_info=on_info)
+                                         on_bad=self._on_bad_cdr, on_info=on_info, on_bad_stamp=self._on_bad_stamp)
             else:
                 sub = SequencedSubscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos,
-                                          on_info=on_info)
+                                          on_info=on_info, on_bad_stamp=self._on_bad_stamp)
             sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
@@ -262,7 +267,7 @@ class StringPerceptionNode(ManagedNode):
 
     def _stop_inputs(self) -> None:
         super()._stop_inputs()
-        self._watch = None
+        self._watch = self._sync_watch = None
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
@@ -280,16 +285,21 @@ class StringPerceptionNode(ManagedNode):
 
     # ------------------------------------------------------------------ frames
     def _on_input(self, name: str, msg=None) -> None:
-        """Executor thread, every input message: count it (a colour image's arrival time is kept for the latency
-        budget); a colour image while depth or camera_info is silent counts as ``missing_<input>`` (the
-        synchroniser cannot complete a frame without them)."""
+        """Executor thread, every input message, before the synchroniser takes it: count it (a colour image's
+        arrival time is kept for the latency budget); a colour image while depth or camera_info is silent counts
+        as ``missing_<input>`` (the synchroniser cannot complete a frame without them); nothing synchronised for
+        ``input_timeout`` while every input arrives unblocks the synchroniser (``sync_recoveries.<cause>``)."""
         self.stats.count_input(name)
         if name == 'image' and msg is not None:
             self._arrivals.arrived(stamp_to_ns(msg.header.stamp), self.get_clock().now().nanoseconds)
-        watch = self._watch
+        watch, sync_watch = self._watch, self._sync_watch
         if watch is None:
             return
         now = time.monotonic_ns()
+        if sync_watch is not None:
+            sync_watch.arrived(name, now)
+            if sync_watch.stuck(now) and self._sync is not None:
+                self._unblock_sync(sync_watch)
         watch.seen(name, now)
         if name == 'image':
             for gone in watch.missing(now):
@@ -297,12 +307,23 @@ class StringPerceptionNode(ManagedNode):
                 self._warn(f'bad input (missing_{gone})', f'colour images arrive but no {gone} for more than '
                            f'{watch.timeout_s:g} s: is its publisher running, and on the remapped topic?')
 
+    def _unblock_sync(self, sync_watch: SyncWatchdog) -> None:
+        """Drop what blocks the synchroniser's queues (future, stale or stuck stamps), count and log why."""
+        future_s = self.cfg['max_stamp_future']
+        rec = sync_watch.recover(self._sync, int(self.cfg['sync_slop'] * 1e9),
+                                 clock_ns=self.get_clock().now().nanoseconds, future_ns=int(future_s * 1e9))
+        for cause in rec.causes:
+            self.stats.sync_recovered(cause)
+        self._warn('input warning (sync_stuck)', rec.reason)
+
     def _on_synced(self, image, depth, info) -> None:
         """Executor thread: header checks (a bad frame never replaces a good one waiting for the worker), then
         hand over; never blocks on the model."""
         from ..runtime.errors import InputError
         synced_ns = self.get_clock().now().nanoseconds
         self.stats.count_synced()
+        if self._sync_watch is not None:
+            self._sync_watch.synced()
         if not self._active or self._worker is None:
             return
         try:
@@ -335,6 +356,12 @@ class StringPerceptionNode(ManagedNode):
         missed = self._image_gaps.missed(info)
         if missed:
             self.stats.drop('not_received', missed)
+
+    def _on_bad_stamp(self, reason: str) -> None:
+        """An input whose header stamp the synchroniser would refuse (rclpy.time.Time.from_msg: negative):
+        counted as ``bad_stamp``, logged, not passed on (it would raise in the executor)."""
+        self.stats.bad_input('bad_stamp')
+        self._warn('bad input (bad_stamp)', f'a header stamp the synchroniser cannot take ({reason})')
 
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
