@@ -107,6 +107,7 @@ class StringPerceptionNode(ManagedNode):
         self._watch: InputWatch | None = None
         self._sync_watch: SyncWatchdog | None = None   # unblocks the synchroniser (sync_watchdog.py)
         self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
+        self._image_input = 'rclpy'                 # what delivers colour images (compressed: compressed_input)
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -222,7 +223,7 @@ class StringPerceptionNode(ManagedNode):
         image_topic = self.resolve_topic_name('image') + '/compressed' if compressed else 'image'
         depth_packed = cfg['depth_transport'] == 'compressedDepth'
         depth_topic = self.resolve_topic_name('depth') + '/compressedDepth' if depth_packed else 'depth'
-        specs = [('image', CompressedImage if compressed else Image, image_topic),
+        specs = [('image', Image, image_topic),         # compressed: decoded by compressed_input (image_transport's contract)
                  ('depth', CompressedImage if depth_packed else Image, depth_topic),
                  ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
@@ -230,6 +231,7 @@ class StringPerceptionNode(ManagedNode):
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
         self._sync_watch = SyncWatchdog([name for name, _, _ in specs], cfg['input_timeout'])
         raw_images = cfg['raw_image_input']
+        self._image_input = 'image_cdr' if raw_images else 'rclpy'
         from .raw_input import RawImageSubscriber
         from .sequence_gaps import SequenceGaps, SequencedSubscriber
         self._image_gaps = SequenceGaps()
@@ -238,7 +240,14 @@ class StringPerceptionNode(ManagedNode):
             # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
             # from the publisher's sequence numbers as drops.not_received
             on_info = self._on_image_info if name == 'image' else None
-            if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
+            if name == 'image' and compressed:        # image_transport_py when importable, else ours: decoded Images
+                from .compressed_input import make_compressed_input
+                sub = make_compressed_input(self, self.resolve_topic_name('image'), qos,
+                                            cfg[f'{name}_qos_depth'], callback_group=self._input_group,
+                                            on_bad=self._on_bad_compressed, on_info=on_info,
+                                            on_bad_stamp=self._on_bad_stamp)
+                self._image_input = sub.implementation
+            elif raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
                 sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
                                          on_bad=self._on_bad_cdr, on_info=on_info, on_bad_stamp=self._on_bad_stamp)
             else:
@@ -327,8 +336,7 @@ class StringPerceptionNode(ManagedNode):
         if not self._active or self._worker is None:
             return
         try:
-            if self.cfg['image_transport'] == 'raw':
-                check_image_layout(image, 'colour')
+            check_image_layout(image, 'colour')          # raw, or decoded from compressed (compressed_input)
             if self.cfg['depth_transport'] == 'raw':
                 check_image_layout(depth, 'depth')
             check_frame_ids(image.header.frame_id, depth.header.frame_id)
@@ -363,6 +371,11 @@ class StringPerceptionNode(ManagedNode):
         self.stats.bad_input('bad_stamp')
         self._warn('bad input (bad_stamp)', f'a header stamp the synchroniser cannot take ({reason})')
 
+    def _on_bad_compressed(self, error: Exception) -> None:
+        """A compressed colour image that could not be decoded (compressed_input fallback): ``conversion``."""
+        self.stats.bad_input('conversion')
+        self._warn('bad input (conversion)', f'compressed image: {error}')
+
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
         self.stats.bad_input('bad_cdr')
@@ -386,8 +399,8 @@ class StringPerceptionNode(ManagedNode):
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
         view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
-        if self.cfg['image_transport'] == 'compressed':
-            rgb, enc = self.bridge.compressed_imgmsg_to_cv2(image, 'rgb8'), 'rgb8'
+        if self.cfg['image_transport'] == 'compressed':     # already decoded to a sensor_msgs/Image (compressed_input)
+            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
         elif view or self.cfg['raw_image_input']:      # image_cdr's RawImage: always our reader
             rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
         else:
@@ -524,6 +537,7 @@ class StringPerceptionNode(ManagedNode):
         msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
                                provider=self.pipeline.provider, active=self._active,
                                extra={'synchroniser': IMPLEMENTATION, 'bridge': type(self.bridge).__name__,
+                                      'image_input': self._image_input,
                                       'score_threshold': self.pipeline.params['score_threshold']})
         pub.publish(msg)
 
