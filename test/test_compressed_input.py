@@ -146,5 +146,5 @@ def test_image_transport_adapter_hands_images_to_the_executor(newer):
     assert got == [] and guard.triggered == 4            # nothing runs on image_transport's thread
     guard.callback()                                     # the executor: the newest `depth` images, oldest first
     assert [m.header.stamp.sec for m in got] == [3] and len(stamps) == 1   # depth 2: images[2] and bad
-    inp.destroy()
+    inp.destroy_input()
     assert calls['sub'].shut and node.guards == []

@@ -107,7 +107,6 @@ class ImageTransportInput(SimpleFilter):
         except TypeError:                       # Kilted: ImageTransport(node_name, ...), subscribe(topic, qs, cb)
             self._it = itp.ImageTransport(name, image_transport='compressed')
             self._sub = self._it.subscribe(base_topic, max(1, int(depth)), self._received)
-        self.sub = self                          # what lifecycle_node._stop_inputs destroys: see destroy()
 
     def _received(self, msg) -> None:
         """image_transport's thread: queue and wake the rclpy executor."""
@@ -131,7 +130,8 @@ class ImageTransportInput(SimpleFilter):
     def getTopic(self) -> str:  # noqa: N802 (message_filters name)
         return self.topic
 
-    def destroy(self) -> None:
+    def destroy_input(self) -> None:
+        """Shut the image_transport subscriber down, destroy the guard condition (lifecycle_node._stop_inputs)."""
         if self._sub is not None:
             self._sub.shutdown()
             self._sub = None

@@ -62,7 +62,7 @@ class ManagedNode(LifecycleNode):
         """Deactivate: no input callback does anything from here on; the subscriptions are gone."""
         self._active = False
         for sub in self._subs:      # an input that owns more than one subscription destroys itself
-            sub.destroy() if hasattr(sub, 'destroy') else self.destroy_subscription(sub.sub)
+            sub.destroy_input() if hasattr(type(sub), 'destroy_input') else self.destroy_subscription(sub.sub)
         self._subs, self._sync = [], None
 
     def _release_outputs(self) -> None:
