@@ -194,6 +194,12 @@ def test_headerless_messages(impl, caplog):
         assert h.sync.queues[0] == {}
 
 
+def test_arguments_after_slop_are_keyword_only_in_the_fallback():
+    """Upstream put queue_offset fourth in 2026: a positional allow_headerless would mean something else there."""
+    with pytest.raises(TypeError):
+        ours.ApproximateTimeSynchronizer([StampInput(), StampInput()], 10, 0.1, True)
+
+
 def test_callbacks_with_extra_args_and_connection_ids(impl):
     inputs = [StampInput(), StampInput()]
     sync = impl.ApproximateTimeSynchronizer(inputs, 5, 0.05)

@@ -157,3 +157,35 @@ def test_a_silent_input_is_not_a_stuck_synchroniser(impl):
     for k in range(50):
         rig.frame(k, BASE + rig.now, skip=(2,))      # no camera_info at all: missing_camera_info, not this
     assert rig.recoveries == [] and rig.out == []
+
+
+def test_diagnostics_say_inputs_arrive_and_count_recoveries():
+    """/diagnostics no longer says "no input" while inputs arrive but nothing synchronises, and carries the
+    recoveries as sync_recoveries.<cause>."""
+    pytest.importorskip('diagnostic_msgs')
+    from string_perception.ros.diagnostics import NodeStats, diagnostic_array
+    clock = iter([0.0, 1.0, 2.0, 3.0])
+    stats = NodeStats(clock=lambda: next(clock))
+
+    def status():
+        st = diagnostic_array(stats.snapshot(), _stamp(), hardware_id='x', provider='cpu').status[0]
+        return st.level, st.message, {kv.key: kv.value for kv in st.values}
+
+    for name in NAMES:
+        stats.count_input(name)
+    level, message, values = status()
+    assert level == b'\x01' and message == 'inputs arrive, none synchronised yet'
+    stats.count_synced()
+    stats.frame_done(10.0, 5.0)
+    status()                                             # one good period
+    for name in NAMES:
+        stats.count_input(name)
+    stats.sync_recovered('ahead_camera_info')
+    level, message, values = status()
+    assert message == 'inputs arrive, none synchronised in the last period'
+    assert values['sync_recoveries.ahead_camera_info'] == '1'
+
+
+def _stamp():
+    from builtin_interfaces.msg import Time
+    return Time(sec=1)

@@ -29,8 +29,9 @@ on the integer nanoseconds of those rclpy objects:
 - callbacks (``registerCallback(cb, *args)``) are called as ``cb(*msgs, *args)`` with one message per
   input, in input order, while the synchroniser's lock (``sync.lock``) is held (as upstream).
 
-Keep the synchroniser's constructor arguments after ``slop`` as keywords: upstream added parameters between
-``slop`` and ``allow_headerless`` in later releases. :class:`Subscriber` accepts only the call form every
+The synchroniser's arguments after ``slop`` are keyword-only here: upstream inserted ``queue_offset`` between
+``slop`` and ``allow_headerless`` in 2026 (then ``sync_arrival_time``, ``time_getter``), so a fourth positional
+argument means different things in different releases. :class:`Subscriber` accepts only the call form every
 release accepts (see its docstring).
 """
 from __future__ import annotations
@@ -143,7 +144,7 @@ class ApproximateTimeSynchronizer(SimpleFilter):
     current ROS time instead of ignoring them (``clock``: a test hook returning that time in ns).
     """
 
-    def __init__(self, fs, queue_size: int, slop: float, allow_headerless: bool = False, *,
+    def __init__(self, fs, queue_size: int, slop: float, *, allow_headerless: bool = False,
                  clock: Callable[[], int] | None = None) -> None:
         SimpleFilter.__init__(self)
         self.queue_size = queue_size
