@@ -16,6 +16,9 @@ Processing a frame decodes it, runs the pipeline and publishes ``~/detections`` 
 refilled from the previous frame's objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding``
 (32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient local);
 ``/diagnostics`` every ``diagnostics_period``.
+Compressed colour (``image_transport:=compressed``) arrives decoded, from image_transport_py where installed
+(``compressed_input``). A synchroniser that matches nothing for ``input_timeout`` while every input arrives (queues
+full of future stamps) is unblocked by ``sync_watchdog`` (``sync_recoveries.<cause>``).
 A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
 (``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
 good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
