@@ -194,6 +194,12 @@ def test_headerless_messages(impl, caplog):
         assert h.sync.queues[0] == {}
 
 
+def test_arguments_after_slop_are_keyword_only_in_the_fallback():
+    """Upstream put queue_offset fourth in 2026: a positional allow_headerless would mean something else there."""
+    with pytest.raises(TypeError):
+        ours.ApproximateTimeSynchronizer([StampInput(), StampInput()], 10, 0.1, True)
+
+
 def test_callbacks_with_extra_args_and_connection_ids(impl):
     inputs = [StampInput(), StampInput()]
     sync = impl.ApproximateTimeSynchronizer(inputs, 5, 0.05)
@@ -234,9 +240,9 @@ class FakeNode:
 
 def test_subscriber_wrapper_feeds_the_synchronizer():
     node = FakeNode()
-    a = ours.Subscriber(node, 'Image', 'image', qos_profile='sensor', callback_group='cg')
+    a = ours.Subscriber(node, 'Image', 'image', qos_profile='sensor')
     b = ours.Subscriber(node, 'Image', 'depth')
-    assert node.calls == [('Image', 'image', 'sensor', {'callback_group': 'cg'}), ('Image', 'depth', 10, {})]
+    assert node.calls == [('Image', 'image', 'sensor', {}), ('Image', 'depth', 10, {})]
     assert a.getTopic() == 'image' and a.topic_name == 'image'   # attributes served by the subscription
     sync = ours.ApproximateTimeSynchronizer([a, b], 5, 0.05)
     out = []
@@ -244,6 +250,67 @@ def test_subscriber_wrapper_feeds_the_synchronizer():
     a.sub.callback(msg(0, 'colour'))
     b.sub.callback(msg(1 * MS, 'depth'))
     assert out == [('colour', 'depth')]
+
+
+@pytest.mark.parametrize('call', [
+    lambda n: ours.Subscriber(n, 'Image', 'image', 'sensor'),                    # positional QoS: Humble..2025
+    lambda n: ours.Subscriber(n, 'Image', 'image', qos_profile=1, callback_group='cg'),   # e.g. Humble 4.3.12
+    lambda n: ours.Subscriber(n, 'Image', 'image', qos_profile=1, raw=True),
+    lambda n: ours.Subscriber(node=n, msg_type='Image', topic='image'),          # keywords only: Humble..2025
+], ids=['positional_qos', 'callback_group', 'raw', 'all_keywords'])
+def test_subscriber_refuses_call_forms_some_release_refuses(call):
+    """Only ``Subscriber(node, type, topic, qos_profile=q)`` works on every message_filters release."""
+    with pytest.raises((TypeError, IndexError)):       # IndexError: what *args releases raise for keywords
+        call(FakeNode())
+
+
+def _rclpy_refusal(stamp):
+    from rclpy.time import Time
+    try:
+        Time.from_msg(stamp)
+    except Exception as e:  # noqa: BLE001 - the very exception is compared
+        return type(e), str(e)
+    return None
+
+
+@pytest.mark.parametrize('stamp', [
+    SimpleNamespace(sec=1, nanosec=2),                       # a look-alike: what image_cdr used to hand over
+    pytest.param('raw_stamp', id='image_cdr.RawStamp'),
+    pytest.param('negative', id='negative_builtin_time'),
+], ids=['namespace', 'raw_stamp', 'negative'])
+def test_fallback_refuses_every_stamp_rclpy_refuses(impl, stamp):
+    """The synchroniser converts stamps with rclpy.time.Time.from_msg (the real function): a plain dataclass
+    stamp raises the very TypeError the real message_filters raises, a negative one its ValueError."""
+    from builtin_interfaces.msg import Time as TimeMsg
+    from string_perception.ros.image_cdr import RawStamp
+    stamp = {'raw_stamp': RawStamp(1, 2), 'negative': TimeMsg(sec=-1, nanosec=0)}.get(stamp, stamp) \
+        if isinstance(stamp, str) else stamp
+    expected = _rclpy_refusal(stamp)
+    assert expected is not None
+    h = Harness(impl)
+    with pytest.raises(expected[0]) as e:
+        h.inputs[0].add(SimpleNamespace(header=SimpleNamespace(stamp=stamp), tag='bad'))
+    assert str(e.value) == expected[1]
+    assert ours.stamp_error(SimpleNamespace(header=SimpleNamespace(stamp=stamp))) == \
+        f'{expected[0].__name__}: {expected[1]}'
+
+
+def test_image_cdr_stamps_are_what_rclpy_takes(impl):
+    """The node's default input (raw_image_input): image_cdr.read_image's RawImage goes through both
+    synchronisers, its stamp a builtin_interfaces/Time that rclpy.time.Time.from_msg accepts."""
+    from rclpy.serialization import serialize_message
+    from rclpy.time import Time
+    from sensor_msgs.msg import Image
+    from string_perception.ros.image_cdr import read_image
+    img = Image(height=1, width=1, encoding='mono8', step=1, data=[7])
+    img.header.stamp.sec, img.header.stamp.nanosec = 1_700_000_000, 5
+    raw = read_image(serialize_message(img))
+    assert Time.from_msg(raw.header.stamp).nanoseconds == 1_700_000_000_000_000_005
+    h = Harness(impl)
+    raw.tag = 'raw'
+    h.inputs[0].add(raw)
+    h.inputs[1].add(SimpleNamespace(header=img.header, tag='depth'))
+    assert h.out == [('raw', 'depth')]
 
 
 def test_sync_module_prefers_real_message_filters():

@@ -268,6 +268,65 @@ def test_bridge_interface_and_selection():
     assert ImageEncodingError in ic.CONVERSION_ERRORS
 
 
+BRIDGES = [pytest.param(ic.FallbackBridge, id='fallback')]
+if ic.real_cv_bridge_available():
+    from cv_bridge import CvBridge as _RealBridge
+    BRIDGES.append(pytest.param(_RealBridge, id='cv_bridge'))
+
+
+def _png(array):
+    import cv2
+    ok, enc = cv2.imencode('.png', array)
+    assert ok
+    return SimpleNamespace(format='png', data=enc.tobytes())
+
+
+@pytest.fixture(params=BRIDGES)
+def bridge(request):
+    return request.param()
+
+
+def test_bridge_compressed_conversions_it_accepts(bridge):
+    """What the real cv_bridge makes of a decoded image (taken as bgr8): colour converts, bgr8 is as decoded."""
+    bgr = smooth_rgb()[:, :, ::-1].copy()
+    np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(_png(bgr), 'rgb8'), bgr[:, :, ::-1])
+    bgra = np.dstack([bgr, np.full(bgr.shape[:2], 200, np.uint8)])
+    assert bridge.compressed_imgmsg_to_cv2(_png(bgra), 'rgb8').shape == bgr.shape      # alpha dropped
+    np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(_png(bgra), 'bgr8'), bgra)   # as decoded
+    mono = bgr[:, :, 0].copy()
+    np.testing.assert_array_equal(bridge.compressed_imgmsg_to_cv2(_png(mono)), mono)  # passthrough
+
+
+@pytest.mark.parametrize('case', ['mono_to_rgb8', 'mono16_to_rgb8', 'garbage_to_rgb8'])
+def test_bridge_refuses_what_the_real_one_refuses_with_a_type_error(bridge, case):
+    """A one-channel or 16-bit compressed image, or undecodable bytes, converted to rgb8: the real cv_bridge
+    raises CvBridgeError (a TypeError); the fallback raises BridgeError (a TypeError and in CONVERSION_ERRORS)."""
+    bgr = smooth_rgb()
+    msg = {'mono_to_rgb8': lambda: _png(bgr[:, :, 0].copy()),
+           'mono16_to_rgb8': lambda: _png(bgr[:, :, 0].astype(np.uint16) * 200),
+           'garbage_to_rgb8': lambda: SimpleNamespace(format='jpeg', data=b'not an image at all')}[case]()
+    with pytest.raises(TypeError) as e:
+        bridge.compressed_imgmsg_to_cv2(msg, 'rgb8')
+    assert isinstance(e.value, ic.CONVERSION_ERRORS)
+    if case == 'garbage_to_rgb8':
+        assert bridge.compressed_imgmsg_to_cv2(msg) is None      # passthrough: OpenCV's None, as is
+
+
+def test_bridge_refuses_bad_arrays_and_encodings_with_a_type_error(bridge):
+    with pytest.raises(TypeError):
+        bridge.cv2_to_imgmsg([[1, 2], [3, 4]], 'mono8')                  # not a numpy array
+    with pytest.raises(TypeError):
+        bridge.cv2_to_imgmsg(np.zeros((2, 3), np.uint16), 'rgb8')       # encoding and array disagree
+    with pytest.raises(TypeError):
+        bridge.cv2_to_compressed_imgmsg([[1]], 'png')
+    with pytest.raises(TypeError):
+        bridge.cv2_to_compressed_imgmsg(np.zeros((2, 2), np.uint8), 'png', header=None)   # no such argument
+    msg = ic.FallbackBridge().cv2_to_imgmsg(np.zeros((2, 3), np.uint8), 'mono8')
+    msg.encoding = 'no_such_encoding'
+    with pytest.raises(TypeError):
+        bridge.imgmsg_to_cv2(msg)
+
+
 def test_pypi_cv_bridge_port_is_never_taken_for_the_real_one(monkeypatch):
     """A module called cv_bridge without the compiled boost part (the PyPI ROS 1 port) is ignored."""
     import types

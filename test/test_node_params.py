@@ -338,9 +338,12 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
               (array_to_imgmsg(rgb, 'bgr8'), array_to_imgmsg(depth, '16UC1'), info)]
     for f in frames:
         node._process(f)
+    from sensor_msgs.msg import CompressedImage
+    from string_perception.ros.compressed_input import decode_compressed_image
     from string_perception.ros.image_conversion import array_to_compressed_imgmsg
     node.cfg['image_transport'] = 'compressed'       # normally read at configure; the decode path is per frame
-    node._process((array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8'), array_to_imgmsg(depth, '16UC1'), info))
+    png = array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8', msg_type=CompressedImage)
+    node._process((decode_compressed_image(png), array_to_imgmsg(depth, '16UC1'), info))   # as compressed_input gives
     node.cfg['image_transport'] = 'raw'
     snap = node.stats.snapshot()
     out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']

@@ -57,7 +57,7 @@ SCRIPT = textwrap.dedent('''
                 'marker_alpha': node.markers.alpha, 'marker_lifetime': node.markers.lifetime_s,
                 'gate': [node._gate.max_future_s, node._gate.reset_jump_s], 'watch': node._watch.timeout_s,
                 'cfg': {k: node.cfg[k] for k in list(live) + list(not_live)},
-                'sync_slop': node._sync.slop if hasattr(node._sync, 'slop') else None}
+                'sync_slop': node._sync.slop.nanoseconds / 1e9}     # a Duration in message_filters and ours
 
     out['before'] = sinks()
     r = node.set_parameters([Parameter(k, value=v) for k, v in live.items()])

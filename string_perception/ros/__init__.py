@@ -4,7 +4,9 @@ Import-light on purpose: importing ``string_perception.ros`` never imports rclpy
 packages, so ROS-free code (tests, the offline evaluator) can use the pure helpers in its submodules:
 
 - ``dds_env``          environment for loopback-only Fast DDS (profile, domain id, discovery range)
-- ``approx_sync``      ROS-free approximate-time synchroniser (message_filters semantics)
+- ``approx_sync``      approximate-time synchroniser with message_filters' semantics and contract (rclpy's Time)
 - ``sync``             ``ApproximateTimeSynchronizer`` / ``Subscriber``: real message_filters first
-- ``image_conversion`` Image / CompressedImage <-> numpy: real cv_bridge first, tested fallback
+- ``sync_watchdog``    ROS-free: unblocks a synchroniser stuck on future / stale / stuck stamps
+- ``image_conversion`` Image / CompressedImage <-> numpy: real cv_bridge first, tested fallback (same contract)
+- ``compressed_input`` compressed colour input: image_transport_py first, our decoder behind it
 """

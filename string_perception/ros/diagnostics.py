@@ -5,7 +5,9 @@ processed frames, drops by reason (``stale``: replaced by a newer frame before t
 ``unsynchronised``: colour images that never got a depth + camera_info partner; ``tf``: no transform to
 target_frame; ``not_received``: colour images the publisher sent that never reached the node, overwritten in the
 subscription's QoS queue while a frame was processed or lost in transport, from the publication sequence numbers),
-bad inputs by kind (the runtime's ``InputError.kind``, plus ``conversion``), inference errors by kind, and
+bad inputs by kind (the runtime's ``InputError.kind``, plus ``conversion``), synchroniser recoveries by cause
+(``sync_recoveries.<cause>``, ``ros/sync_watchdog.py``: queues unblocked after nothing synchronised for
+``input_timeout`` while every input arrived), inference errors by kind, and
 latencies (image stamp -> publish, and inference alone) over a sliding window. :meth:`NodeStats.snapshot` gives
 rates since the previous snapshot and p50/p95 over the window; :func:`diagnostic_array` turns a snapshot into a
 diagnostic_msgs/DiagnosticArray (the node publishes one per ``diagnostics_period``, 1 Hz by default).
@@ -59,6 +61,7 @@ class NodeStats:
         self.bad_inputs: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.warnings: Counter[str] = Counter()
+        self.sync_recoveries: Counter[str] = Counter()
         self._latency = deque(maxlen=window)            # ms, image stamp -> publish
         self._inference = deque(maxlen=window)          # ms, model run only
         self._last_t = clock()
@@ -83,6 +86,10 @@ class NodeStats:
     def bad_input(self, kind: str) -> None:
         with self._lock:
             self.bad_inputs[kind] += 1
+
+    def sync_recovered(self, cause: str) -> None:
+        with self._lock:
+            self.sync_recoveries[cause] += 1
 
     def error(self, kind: str) -> None:
         with self._lock:
@@ -121,7 +128,8 @@ class NodeStats:
             return {
                 'inputs': dict(self.inputs), 'synced': self.synced, 'processed': self.processed,
                 'published': self.published, 'drops': drops, 'bad_inputs': dict(self.bad_inputs),
-                'errors': dict(self.errors), 'warnings': dict(self.warnings), **rates,
+                'errors': dict(self.errors), 'warnings': dict(self.warnings),
+                'sync_recoveries': dict(self.sync_recoveries), **rates,
                 'latency_ms_p50': _pct(lat, 50), 'latency_ms_p95': _pct(lat, 95),
                 'inference_ms_p50': _pct(inf, 50), 'inference_ms_p95': _pct(inf, 95), 'window': len(lat),
                 'level_window_s': self.level_window_s, 'recent_errors': recent_errors, 'recent_bad_inputs': recent_bad,
@@ -147,10 +155,11 @@ def _level_and_message(snap: Mapping[str, Any], active: bool) -> tuple[int, str]
         return ', '.join(f'{k}={v}' for k, v in sorted(kinds.items()))
     if snap['recent_errors']:
         return 2, f"inference errors {window}: {counts(snap['recent_errors'])}"
+    arriving = any(v > 0 for k, v in snap.items() if k.startswith('input_rate_hz['))
     if snap['synced'] == 0:
-        return 1, 'no synchronised input yet'
+        return 1, 'inputs arrive, none synchronised yet' if arriving else 'no synchronised input yet'
     if snap['output_rate_hz'] == 0 and snap['synced_rate_hz'] == 0:
-        return 1, 'no input in the last period'
+        return 1, 'inputs arrive, none synchronised in the last period' if arriving else 'no input in the last period'
     if snap['recent_bad_inputs']:
         return 1, f"bad inputs {window}: {counts(snap['recent_bad_inputs'])}"
     return 0, f"{snap['output_rate_hz']:.1f} Hz, latency p50 {snap['latency_ms_p50']:.1f} ms"

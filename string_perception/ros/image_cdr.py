@@ -10,15 +10,20 @@ header): ``int32 sec, uint32 nanosec, string frame_id, uint32 height, uint32 wid
 uint8 is_bigendian, uint32 step, uint8[] data``; a string is ``uint32 length (with its NUL), bytes, NUL``.
 Encapsulations read: CDR and PLAIN_CDR2, big or little endian (the type has no 8-byte field, so both place every
 field alike). Anything else, or a buffer that ends early, raises :class:`ImageCdrError`.
+
+``header.stamp`` is a real ``builtin_interfaces.msg.Time`` whenever that package is importable (always beside
+rclpy): ``rclpy.time.Time.from_msg`` accepts nothing else, and the real ``message_filters`` synchroniser and tf2
+look-ups call it on every stamp. :class:`RawStamp` (same fields) stands in only where builtin_interfaces is absent.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-__all__ = ['RawStamp', 'RawHeader', 'RawImage', 'ImageCdrError', 'read_image']
+__all__ = ['RawStamp', 'RawHeader', 'make_stamp', 'RawImage', 'ImageCdrError', 'read_image']
 
 _HEADER_BYTES = 4
 # encapsulation id (big-endian uint16) -> byte order; 0/1 = CDR BE/LE, 6/7 = PLAIN_CDR2 BE/LE (final types)
@@ -36,9 +41,20 @@ class RawStamp:
     nanosec: int = 0
 
 
+try:
+    from builtin_interfaces.msg import Time as _Stamp    # what rclpy.time.Time.from_msg demands
+except ImportError:  # ROS-free use of the reader
+    _Stamp = RawStamp
+
+
+def make_stamp(sec: int, nanosec: int):
+    """``builtin_interfaces.msg.Time(sec, nanosec)`` when importable, else :class:`RawStamp`."""
+    return _Stamp(sec=sec, nanosec=nanosec)
+
+
 @dataclass
 class RawHeader:
-    stamp: RawStamp = field(default_factory=RawStamp)
+    stamp: Any = field(default_factory=lambda: make_stamp(0, 0))     # builtin_interfaces/Time (see above)
     frame_id: str = ''
 
 
@@ -117,4 +133,4 @@ def read_image(serialized: bytes | bytearray | memoryview) -> RawImage:
     n = cur.uint32('data length')
     cur._need(n, f'data ({n} bytes)')
     data = np.frombuffer(buf, np.uint8, count=n, offset=cur.pos)    # [n] uint8 view, no copy
-    return RawImage(RawHeader(RawStamp(sec, nanosec), frame_id), height, width, encoding, is_bigendian, step, data)
+    return RawImage(RawHeader(make_stamp(sec, nanosec), frame_id), height, width, encoding, is_bigendian, step, data)

@@ -37,7 +37,7 @@ import numpy as np
 __all__ = ['ImageEncodingError', 'ImageData', 'CompressedImageData', 'encoding_info', 'imgmsg_to_array',
            'array_to_imgmsg', 'compressed_imgmsg_to_array', 'array_to_compressed_imgmsg', 'compressed_format',
            'convert_encoding',
-           'FallbackBridge', 'make_bridge', 'real_cv_bridge_available', 'CONVERSION_ERRORS']
+           'BridgeError', 'FallbackBridge', 'make_bridge', 'real_cv_bridge_available', 'CONVERSION_ERRORS']
 
 
 class ImageEncodingError(ValueError):
@@ -310,29 +310,92 @@ def array_to_compressed_imgmsg(array: np.ndarray, dst_format: str = 'jpg', encod
     return msg
 
 
+class BridgeError(ImageEncodingError, TypeError):
+    """What :class:`FallbackBridge` raises: ``cv_bridge.CvBridgeError`` derives from TypeError, so this is a
+    TypeError too (code that catches the real one catches it) as well as an :class:`ImageEncodingError`."""
+
+
+def _bridge_errors(fn):
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BridgeError:
+            raise
+        except ImageEncodingError as e:
+            raise BridgeError(str(e)) from e
+    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
+    return wrapped
+
+
+# cv_bridge's compressed_imgmsg_to_cv2 takes what OpenCV decoded as 'bgr8' and converts with cv2 codes
+_FROM_BGR = {'rgb8': 'COLOR_BGR2RGB', 'bgra8': 'COLOR_BGR2BGRA', 'rgba8': 'COLOR_BGR2RGBA', 'mono8': 'COLOR_BGR2GRAY'}
+
+
 class FallbackBridge:
-    """cv_bridge.CvBridge's interface over the ROS-free functions above."""
+    """cv_bridge.CvBridge's interface over the ROS-free functions above, with the real one's contract for what the
+    node uses (ros-perception/vision_opencv ``cv_bridge/core.py``); failures raise :class:`BridgeError` (a
+    TypeError, like ``CvBridgeError``):
+
+    - ``compressed_imgmsg_to_cv2(msg, desired)``: ``cv2.imdecode(data, IMREAD_UNCHANGED)``; passthrough returns
+      that as is (None when undecodable, as the real one); any other ``desired_encoding`` treats the decoded
+      image as ``bgr8``, so it must be 8-bit with 3 or 4 channels: a one-channel (mono JPEG) or 16-bit PNG, or
+      undecodable data, is refused, as the real cv_bridge's colour conversion refuses it. ``bgr8`` returns the
+      decoded image unchanged (4 channels stay 4); rgb8, bgra8, rgba8, mono8 convert. It never decodes
+      ``compressedDepth`` (the real one cannot; the node uses ``compressed_depth.py``).
+    - ``imgmsg_to_cv2``: unknown encodings and inconsistent sizes refused; passthrough or a colour conversion.
+    - ``cv2_to_imgmsg(array, encoding)``: a non-array, or an encoding the array's dtype/channels do not match, is
+      refused (the real one: TypeError / CvBridgeError).
+    Stricter than the real one only where it refuses conversions the real one would make (16-bit colour, Bayer,
+    YUV): never the other way round.
+    """
 
     name = 'string_perception.ros.image_conversion'
 
+    @_bridge_errors
     def imgmsg_to_cv2(self, img_msg, desired_encoding: str = 'passthrough') -> np.ndarray:
         arr = imgmsg_to_array(img_msg)
         if desired_encoding == 'passthrough':
             return arr
         return convert_encoding(arr, img_msg.encoding, desired_encoding)
 
+    @_bridge_errors
     def cv2_to_imgmsg(self, cvim: np.ndarray, encoding: str = 'passthrough', header: Any = None):
+        if not isinstance(cvim, (np.ndarray, np.generic)):
+            raise BridgeError('Your input type is not a numpy array')
         if encoding == 'passthrough':
-            if not isinstance(cvim, np.ndarray) or cvim.dtype.newbyteorder('=').name not in _DTYPE_TO_DEPTH:
+            if cvim.dtype.newbyteorder('=').name not in _DTYPE_TO_DEPTH:
                 raise ImageEncodingError(f'passthrough: unsupported array {getattr(cvim, "dtype", cvim)!r}')
             encoding = f'{_DTYPE_TO_DEPTH[cvim.dtype.newbyteorder("=").name]}C{1 if cvim.ndim == 2 else cvim.shape[2]}'
         return array_to_imgmsg(cvim, encoding, header=header)
 
+    @_bridge_errors
     def compressed_imgmsg_to_cv2(self, cmprs_img_msg, desired_encoding: str = 'passthrough') -> np.ndarray:
-        return compressed_imgmsg_to_array(cmprs_img_msg, desired_encoding)
+        import cv2
+        raw = np.frombuffer(_buffer(getattr(cmprs_img_msg, 'data', None)), dtype=np.uint8)
+        if raw.size == 0:
+            raise BridgeError('compressed image has no data')
+        im = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
+        if desired_encoding == 'passthrough':
+            return im
+        if im is None:
+            raise BridgeError(f'could not decode compressed image ({raw.size} bytes) to convert it to '
+                              f'{desired_encoding}')
+        if im.dtype != np.uint8 or im.ndim != 3 or im.shape[2] not in (3, 4):
+            raise BridgeError(f'decoded a {im.dtype} image of shape {im.shape}: cv_bridge takes it as bgr8 and '
+                              f'cannot convert it to {desired_encoding}')
+        if desired_encoding == 'bgr8':
+            return im
+        code = _FROM_BGR.get(desired_encoding)
+        if code is None:
+            raise BridgeError(f'bgr8 -> {desired_encoding} is not supported for compressed images')
+        return np.ascontiguousarray(cv2.cvtColor(im, getattr(cv2, code)))
 
-    def cv2_to_compressed_imgmsg(self, cvim: np.ndarray, dst_format: str = 'jpg', header: Any = None):
-        return array_to_compressed_imgmsg(cvim, dst_format, header=header)
+    @_bridge_errors
+    def cv2_to_compressed_imgmsg(self, cvim: np.ndarray, dst_format: str = 'jpg'):
+        """(No ``header`` argument: the real one has none.)"""
+        if not isinstance(cvim, (np.ndarray, np.generic)):
+            raise BridgeError('Your input type is not a numpy array')
+        return array_to_compressed_imgmsg(cvim, dst_format)
 
 
 def real_cv_bridge_available() -> bool:
@@ -354,7 +417,14 @@ def make_bridge():
 
 
 def _conversion_errors() -> tuple[type[BaseException], ...]:
+    """ImageEncodingError (BridgeError), the real CvBridgeError, and cv2.error (the real cv_bridge lets OpenCV's
+    own errors through, e.g. ``imdecode`` of an empty buffer)."""
     errors: list[type[BaseException]] = [ImageEncodingError]
+    try:
+        import cv2
+        errors.append(cv2.error)
+    except ImportError:
+        pass
     if real_cv_bridge_available():
         from cv_bridge import CvBridgeError
         errors.append(CvBridgeError)

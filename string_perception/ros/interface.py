@@ -38,7 +38,8 @@ _OUT_QOS = _qos('output')
 TOPICS: tuple[Topic, ...] = (
     Topic('in', 'image', 'sensor_msgs/msg/Image', _qos('image'),
           'while active, with image_transport raw (the default)'),
-    Topic('in', 'image/compressed', 'sensor_msgs/msg/CompressedImage', 'image_qos_*',
+    Topic('in', 'image/compressed', 'sensor_msgs/msg/CompressedImage',
+          'image_qos_* (through image_transport_py where installed: its default QoS, keep last image_qos_depth)',
           'while active, with image_transport compressed (JPEG / PNG, image_transport format)'),
     Topic('in', 'depth', 'sensor_msgs/msg/Image', _qos('depth'),
           'while active, with depth_transport raw: 16UC1 mm or 32FC1 m, registered to colour'),

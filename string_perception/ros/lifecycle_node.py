@@ -61,8 +61,8 @@ class ManagedNode(LifecycleNode):
     def _stop_inputs(self) -> None:
         """Deactivate: no input callback does anything from here on; the subscriptions are gone."""
         self._active = False
-        for sub in self._subs:
-            self.destroy_subscription(sub.sub)
+        for sub in self._subs:      # an input that owns more than one subscription destroys itself
+            sub.destroy_input() if hasattr(type(sub), 'destroy_input') else self.destroy_subscription(sub.sub)
         self._subs, self._sync = [], None
 
     def _release_outputs(self) -> None:

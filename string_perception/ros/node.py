@@ -17,6 +17,9 @@ refilled from the previous frame's objects with ``reuse_output_messages``), ``~/
 (32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` (transient local) at configure
 and on a live ``score_threshold`` change; ``/diagnostics`` (status ``<node name>: pipeline``) every
 ``diagnostics_period``.
+Compressed colour (``image_transport:=compressed``) arrives decoded, from image_transport_py where installed
+(``compressed_input``). A synchroniser that matches nothing for ``input_timeout`` while every input arrives (queues
+full of future stamps) is unblocked by ``sync_watchdog`` (``sync_recoveries.<cause>``).
 A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
 (``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
 good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
@@ -49,6 +52,7 @@ from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .markers import MarkerBuilder
+from .sync_watchdog import SyncWatchdog
 from .messages import (Detection3DArrayBuilder, camera_info_to_k, copy_header, detections_to_msg, label_info_msg,
                        stamp_to_ns, tensor_to_image, transform_detections)
 from .track_messages import (make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms,
@@ -105,7 +109,9 @@ class StringPerceptionNode(ManagedNode):
         self._has_tokens = False
         self._gate: StampGate | None = None        # created at activate
         self._watch: InputWatch | None = None
+        self._sync_watch: SyncWatchdog | None = None   # unblocks the synchroniser (sync_watchdog.py)
         self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
+        self._image_input = 'rclpy'                 # what delivers colour images (compressed: compressed_input)
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, updates):
@@ -140,6 +146,8 @@ class StringPerceptionNode(ManagedNode):
             self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']
         if self._watch is not None:
             self._watch.timeout_s = cfg['input_timeout']
+        if self._sync_watch is not None:
+            self._sync_watch.timeout_s = cfg['input_timeout']
         if cfg['target_frame'] and self._tf is None:
             from .tf_lookup import TfLookup      # params.validate rejected target_frame already without tf2_ros
             self._tf = TfLookup(self)
@@ -232,13 +240,15 @@ class StringPerceptionNode(ManagedNode):
         image_topic = self.resolve_topic_name('image') + '/compressed' if compressed else 'image'
         depth_packed = cfg['depth_transport'] == 'compressedDepth'
         depth_topic = self.resolve_topic_name('depth') + '/compressedDepth' if depth_packed else 'depth'
-        specs = [('image', CompressedImage if compressed else Image, image_topic),
+        specs = [('image', Image, image_topic),         # compressed: decoded by compressed_input (image_transport's contract)
                  ('depth', CompressedImage if depth_packed else Image, depth_topic),
                  ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
         self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
+        self._sync_watch = SyncWatchdog([name for name, _, _ in specs], cfg['input_timeout'])
         raw_images = cfg['raw_image_input']
+        self._image_input = 'image_cdr' if raw_images else 'rclpy'
         from .raw_input import RawImageSubscriber
         from .sequence_gaps import SequenceGaps, SequencedSubscriber
         image_fqn = self.resolve_topic_name(image_topic)       # count_publishers does not remap: resolve here
@@ -248,12 +258,19 @@ class StringPerceptionNode(ManagedNode):
             # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
             # from the publisher's sequence numbers as drops.not_received
             on_info = self._on_image_info if name == 'image' else None
-            if raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
+            if name == 'image' and compressed:        # image_transport_py when importable, else ours: decoded Images
+                from .compressed_input import make_compressed_input
+                sub = make_compressed_input(self, self.resolve_topic_name('image'), qos,
+                                            cfg[f'{name}_qos_depth'], callback_group=self._input_group,
+                                            on_bad=self._on_bad_compressed, on_info=on_info,
+                                            on_bad_stamp=self._on_bad_stamp)
+                self._image_input = sub.implementation
+            elif raw_images and msg_type is Image:      # serialized bytes read by image_cdr (views, no conversion)
                 sub = RawImageSubscriber(self, msg_type, topic, qos_profile=qos, callback_group=self._input_group,
-                                         on_bad=self._on_bad_cdr, on_info=on_info)
+                                         on_bad=self._on_bad_cdr, on_info=on_info, on_bad_stamp=self._on_bad_stamp)
             else:
                 sub = SequencedSubscriber(self, msg_type, topic, callback_group=self._input_group, qos_profile=qos,
-                                          on_info=on_info)
+                                          on_info=on_info, on_bad_stamp=self._on_bad_stamp)
             sub.registerCallback(lambda msg, n=name: self._on_input(n, msg))
             self._subs.append(sub)
         self._sync = ApproximateTimeSynchronizer(self._subs, queue_size=cfg['sync_queue_size'], slop=cfg['sync_slop'])
@@ -277,7 +294,7 @@ class StringPerceptionNode(ManagedNode):
 
     def _stop_inputs(self) -> None:
         super()._stop_inputs()
-        self._watch = None
+        self._watch = self._sync_watch = None
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
@@ -297,16 +314,21 @@ class StringPerceptionNode(ManagedNode):
 
     # ------------------------------------------------------------------ frames
     def _on_input(self, name: str, msg=None) -> None:
-        """Executor thread, every input message: count it (a colour image's arrival time is kept for the latency
-        budget); a colour image while depth or camera_info is silent counts as ``missing_<input>`` (the
-        synchroniser cannot complete a frame without them)."""
+        """Executor thread, every input message, before the synchroniser takes it: count it (a colour image's
+        arrival time is kept for the latency budget); a colour image while depth or camera_info is silent counts
+        as ``missing_<input>`` (the synchroniser cannot complete a frame without them); nothing synchronised for
+        ``input_timeout`` while every input arrives unblocks the synchroniser (``sync_recoveries.<cause>``)."""
         self.stats.count_input(name)
         if name == 'image' and msg is not None:
             self._arrivals.arrived(stamp_to_ns(msg.header.stamp), self.get_clock().now().nanoseconds)
-        watch = self._watch
+        watch, sync_watch = self._watch, self._sync_watch
         if watch is None:
             return
         now = time.monotonic_ns()
+        if sync_watch is not None:
+            sync_watch.arrived(name, now)
+            if sync_watch.stuck(now) and self._sync is not None:
+                self._unblock_sync(sync_watch)
         watch.seen(name, now)
         if name == 'image':
             for gone in watch.missing(now):
@@ -314,17 +336,27 @@ class StringPerceptionNode(ManagedNode):
                 self._warn(f'bad input (missing_{gone})', f'colour images arrive but no {gone} for more than '
                            f'{watch.timeout_s:g} s: is its publisher running, and on the remapped topic?')
 
+    def _unblock_sync(self, sync_watch: SyncWatchdog) -> None:
+        """Drop what blocks the synchroniser's queues (future, stale or stuck stamps), count and log why."""
+        future_s = self.cfg['max_stamp_future']
+        rec = sync_watch.recover(self._sync, int(self.cfg['sync_slop'] * 1e9),
+                                 clock_ns=self.get_clock().now().nanoseconds, future_ns=int(future_s * 1e9))
+        for cause in rec.causes:
+            self.stats.sync_recovered(cause)
+        self._warn('input warning (sync_stuck)', rec.reason)
+
     def _on_synced(self, image, depth, info) -> None:
         """Executor thread: header checks (a bad frame never replaces a good one waiting for the worker), then
         hand over; never blocks on the model."""
         from ..runtime.errors import InputError
         synced_ns = self.get_clock().now().nanoseconds
         self.stats.count_synced()
+        if self._sync_watch is not None:
+            self._sync_watch.synced()
         if not self._active or self._worker is None:
             return
         try:
-            if self.cfg['image_transport'] == 'raw':
-                check_image_layout(image, 'colour')
+            check_image_layout(image, 'colour')          # raw, or decoded from compressed (compressed_input)
             if self.cfg['depth_transport'] == 'raw':
                 check_image_layout(depth, 'depth')
             check_frame_ids(image.header.frame_id, depth.header.frame_id)
@@ -353,6 +385,17 @@ class StringPerceptionNode(ManagedNode):
         if missed:
             self.stats.drop('not_received', missed)
 
+    def _on_bad_stamp(self, reason: str) -> None:
+        """An input whose header stamp the synchroniser would refuse (rclpy.time.Time.from_msg: negative):
+        counted as ``bad_stamp``, logged, not passed on (it would raise in the executor)."""
+        self.stats.bad_input('bad_stamp')
+        self._warn('bad input (bad_stamp)', f'a header stamp the synchroniser cannot take ({reason})')
+
+    def _on_bad_compressed(self, error: Exception) -> None:
+        """A compressed colour image that could not be decoded (compressed_input fallback): ``conversion``."""
+        self.stats.bad_input('conversion')
+        self._warn('bad input (conversion)', f'compressed image: {error}')
+
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
         self.stats.bad_input('bad_cdr')
@@ -376,8 +419,8 @@ class StringPerceptionNode(ManagedNode):
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
         view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
-        if self.cfg['image_transport'] == 'compressed':
-            rgb, enc = self.bridge.compressed_imgmsg_to_cv2(image, 'rgb8'), 'rgb8'
+        if self.cfg['image_transport'] == 'compressed':     # already decoded to a sensor_msgs/Image (compressed_input)
+            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
         elif view or self.cfg['raw_image_input']:      # image_cdr's RawImage: always our reader
             rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
         else:
@@ -497,6 +540,7 @@ class StringPerceptionNode(ManagedNode):
                                active=self._active,
                                extra={'synchroniser': IMPLEMENTATION, 'bridge': type(self.bridge).__name__,
                                       'not_received_keyed_by': getattr(self._image_gaps, 'keyed_by', ''),
+                                      'image_input': self._image_input,
                                       'score_threshold': self.pipeline.params['score_threshold']})
         pub.publish(msg)
 

@@ -4,7 +4,9 @@
 like the synchroniser's ``Subscriber`` (``on_info``: see ros/sequence_gaps.SequencedSubscriber) but passes on
 :class:`~string_perception.ros.image_cdr.RawImage` objects (a numpy
 view over the serialized bytes as ``data``) instead of rclpy-converted messages; a buffer the reader rejects goes
-to ``on_bad(ImageCdrError)`` and is not passed on. The node uses it with ``raw_image_input:=true``.
+to ``on_bad(ImageCdrError)`` and is not passed on. The node uses it with ``raw_image_input:=true``. The
+RawImage's ``header.stamp`` is a real builtin_interfaces/Time (``image_cdr.make_stamp``), which is what the real
+``message_filters`` synchroniser (``rclpy.time.Time.from_msg``) demands.
 """
 from __future__ import annotations
 
@@ -29,4 +31,4 @@ class RawImageSubscriber(SequencedSubscriber):
             if self._on_bad is not None:
                 self._on_bad(e)
             return
-        self.signalMessage(msg)
+        self.deliver(msg)

@@ -13,16 +13,19 @@ interleaved would read as gaps, they are counted only while the topic has exactl
 (``publisher_count``, e.g. ``lambda: node.count_publishers(topic)``, asked only then); with none given, every
 gid-less message is taken as the one publisher's.
 
-:class:`SequencedSubscriber` is the synchroniser's ``Subscriber`` (real ``message_filters`` or ours) whose rclpy
-callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
-(:meth:`SequencedSubscriber.pass_on`: subclasses that convert the message override that, not the callback).
+:class:`SequencedSubscriber` is a synchroniser input (a message_filters-style filter: ``registerCallback``;
+the real ``message_filters`` synchroniser or ours takes it) that owns its rclpy subscription, whose callback also
+takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
+(:meth:`SequencedSubscriber.pass_on`: subclasses that convert the message override that, not the callback). It does
+not derive from ``message_filters.Subscriber``: some releases of that refuse every keyword but ``qos_profile``
+(see ``ros/approx_sync.Subscriber``), and the node needs ``callback_group`` and ``raw``.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
-from .sync import Subscriber
+from .approx_sync import SimpleFilter, stamp_error
 
 __all__ = ['SequenceGaps', 'SequencedSubscriber']
 
@@ -60,14 +63,23 @@ class SequenceGaps:
         return seq - last - 1
 
 
-class SequencedSubscriber(Subscriber):
-    """``Subscriber(node, MsgType, topic, qos_profile=..., on_info=cb, **kwargs)``: as the synchroniser's
-    Subscriber; ``on_info(MessageInfo)`` is called for every message before it is passed on."""
+class SequencedSubscriber(SimpleFilter):
+    """``SequencedSubscriber(node, MsgType, topic, qos_profile=..., on_info=cb, **kwargs)``: a synchroniser input
+    over ``node.create_subscription(MsgType, topic, callback, qos_profile, **kwargs)`` (``callback_group``,
+    ``raw``, ...); ``on_info(MessageInfo)`` is called for every message before it is passed on. A message whose
+    stamp the synchroniser would refuse (``approx_sync.stamp_error``: not a builtin_interfaces/Time, negative)
+    goes to ``on_bad_stamp(reason)`` instead of on (given ``on_bad_stamp``): it would raise in the executor."""
 
     def __init__(self, node, msg_type, topic: str, qos_profile=10,
-                 on_info: Callable[[Mapping[str, Any]], None] | None = None, **kwargs) -> None:
-        self._on_info = on_info
-        super().__init__(node, msg_type, topic, qos_profile=qos_profile, **kwargs)
+                 on_info: Callable[[Mapping[str, Any]], None] | None = None,
+                 on_bad_stamp: Callable[[str], None] | None = None, **kwargs) -> None:
+        super().__init__()
+        self._on_info, self._on_bad_stamp = on_info, on_bad_stamp
+        self.node, self.topic = node, topic
+        self.sub = node.create_subscription(msg_type, topic, self.callback, qos_profile, **kwargs)
+
+    def getTopic(self) -> str:  # noqa: N802 (message_filters name)
+        return self.topic
 
     def callback(self, msg, info) -> None:      # two parameters: rclpy passes the MessageInfo
         if self._on_info is not None:
@@ -75,5 +87,14 @@ class SequencedSubscriber(Subscriber):
         self.pass_on(msg)
 
     def pass_on(self, msg) -> None:
-        """The received message to the connected filters (override to convert it first)."""
+        """The received message to the connected filters (override to convert it first, then :meth:`deliver`)."""
+        self.deliver(msg)
+
+    def deliver(self, msg) -> None:
+        """``msg`` to the connected filters, unless ``on_bad_stamp`` is given and its stamp would be refused."""
+        if self._on_bad_stamp is not None:
+            reason = stamp_error(msg)
+            if reason is not None:
+                self._on_bad_stamp(reason)
+                return
         self.signalMessage(msg)

@@ -8,8 +8,10 @@
     sync.registerCallback(on_frame)          # on_frame(image, depth, camera_info)
 
 Pass ``qos_profile`` and the synchroniser's options by keyword (upstream's positional order changed between
-releases). ``IMPLEMENTATION`` names what was loaded (reported in diagnostics). Importing this module imports
-rclpy when the real message_filters is installed; ``string_perception.ros.approx_sync`` never does.
+releases) and no other keyword to ``Subscriber`` (some releases refuse them; the node's own inputs,
+``sequence_gaps.SequencedSubscriber``, subscribe themselves). Stamps must be builtin_interfaces/Time (both
+implementations convert them with ``rclpy.time.Time.from_msg``). ``IMPLEMENTATION`` names what was loaded
+(reported in diagnostics). Importing this module imports rclpy (the fallback uses rclpy's Time and Duration).
 """
 try:
     from message_filters import ApproximateTimeSynchronizer, Subscriber  # ROS install (apt / rosdep)
