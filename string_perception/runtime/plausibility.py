@@ -7,10 +7,12 @@ length no lens has, intrinsics made for another image size. Every threshold live
 :class:`~string_perception.runtime.errors.InputError` with one of :data:`PLAUSIBILITY_KINDS`:
 
 - :func:`check_image_sizes`: ``image_too_small`` (colour or depth narrower than ``min_image_side`` px, e.g. 1x1);
-- :func:`check_depth_scale`: ``implausible_depth``: the median of the valid depth values (sampled on a grid) is
+- :func:`check_depth_scale`: ``implausible_depth``: the median of the valid depth values (a fixed sample of pixels) is
   beyond ``max_median_depth_m`` (a 16UC1 image of 65535s, random values, tenths of a millimetre), or its scale is
   1000x off for the encoding (32FC1 whose median exceeds ``max_median_float_depth_m``: millimetres sent as metres;
-  16UC1 whose median is below ``min_median_depth_m``: metres or centimetres sent as millimetres);
+  16UC1 whose median is below ``min_median_depth_m``: metres sent as millimetres). Tenths of a millimetre are
+  caught once the scene is beyond a tenth of ``max_median_depth_m`` (1 m by default), centimetres never: such
+  values are plausible millimetres;
 - :func:`check_intrinsics_plausible`: ``implausible_intrinsics``: a horizontal or vertical field of view outside
   ``[min_fov_deg, max_fov_deg]`` (fx = 2 px, fx = 1e7 px), or a principal point further than
   ``max_principal_offset`` of the image size from its centre (K of a 320x240 camera used with 640x480 images).
@@ -40,10 +42,10 @@ class PlausibilityLimits:
     """Thresholds of the plausibility checks (module docstring); frozen, so one instance is shared safely."""
 
     min_image_side: int = 16                  # px, colour and depth: smaller is no camera frame (1x1)
-    min_median_depth_m: float = 0.02          # 16UC1 median below 2 cm: metres/centimetres written as mm
+    min_median_depth_m: float = 0.02          # 16UC1 median below 2 cm: metres written as mm
     max_median_depth_m: float = 10.0          # median beyond any RGB-D sensor's working range (tabletop: 0.2-3 m)
     max_median_float_depth_m: float = 100.0   # 32FC1 median beyond 100 "m": millimetres written as metres
-    depth_samples: int = 4096                 # about this many grid samples for the median (cost independent of size)
+    depth_samples: int = 4096                 # pixels sampled for the median (cost independent of image size)
     min_fov_deg: float = 5.0                  # horizontal and vertical field of view of a pinhole K
     max_fov_deg: float = 170.0
     max_principal_offset: float = 0.2         # |cx - centre| / width and |cy - centre| / height
@@ -71,14 +73,18 @@ def check_image_sizes(colour_hw: tuple[int, int], depth_hw: tuple[int, int],
 
 
 def median_valid_depth_m(depth: np.ndarray, samples: int = DEFAULT_LIMITS.depth_samples) -> float | None:
-    """Median of the valid values (finite, > 0) of ``depth`` [h,w] in the depth's own unit, over a regular grid of
-    about ``samples`` pixels; None when no sampled pixel is valid."""
+    """Median of the valid values (finite, > 0) of ``depth`` [h,w] in the depth's own unit, over ``samples``
+    pixels drawn with a fixed seed (no grid, so no row/column pattern can alias it; all pixels when there are
+    fewer); None when no sampled pixel is valid."""
     if depth.ndim == 3:
         depth = depth[:, :, 0]
     h, w = depth.shape[:2]
-    stride = max(1, int(math.sqrt(h * w / samples)))
-    grid = np.asarray(depth[::stride, ::stride], dtype=np.float64).ravel()
-    valid = grid[np.isfinite(grid) & (grid > 0)]
+    if h * w <= samples:
+        picked = np.asarray(depth, dtype=np.float64).ravel()
+    else:
+        rows, cols = np.unravel_index(np.random.default_rng(0).integers(0, h * w, samples), (h, w))
+        picked = np.asarray(depth[rows, cols], dtype=np.float64)
+    valid = picked[np.isfinite(picked) & (picked > 0)]
     return float(np.median(valid)) if valid.size else None
 
 
@@ -103,8 +109,8 @@ def check_depth_scale(depth: np.ndarray, limits: PlausibilityLimits = DEFAULT_LI
                                               'unit or scale, saturated 65535s, or noise?)')
     if is_mm and m < limits.min_median_depth_m:
         raise InputError('implausible_depth', f'median valid depth is {median:.4g} mm as {unit}: below '
-                                              f'{limits.min_median_depth_m * 1000:g} mm, metres or centimetres '
-                                              'published as 16UC1? (16UC1 must be millimetres)')
+                                              f'{limits.min_median_depth_m * 1000:g} mm, metres published as '
+                                              '16UC1? (16UC1 must be millimetres)')
 
 
 def field_of_view_deg(focal_px: float, size_px: int) -> float:
