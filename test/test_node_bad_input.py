@@ -49,7 +49,7 @@ def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(
         node = pg.start_python('node', cmd[1:])
         pub = pg.start_python('catalogue', [str(PEERS), 'catalogue', '--prefix', prefix, '--out', str(out),
                                             '--throttle', str(THROTTLE), '--input-timeout', str(INPUT_TIMEOUT)])
-        rc_pub = pub.wait(timeout=150)
+        rc_pub = pub.wait(timeout=400)
         node_alive = node.popen.poll() is None
         rc_node = node.stop()
         logs = pg.logs()
