@@ -89,7 +89,12 @@ def test_frame_check_order_gives_the_pipeline_kinds_first():
     assert _kind(check_frame_plausible, (H, W), dep, K640, (240, 320)) == 'bad_intrinsics'     # K for another size
     assert _kind(check_frame_plausible, (H, W), dep, np.zeros((3, 3)), None) == 'bad_intrinsics'
     assert _kind(check_frame_plausible, (2, 20000), np.ones((2, 20000), np.uint16), K640, None) == 'image_too_large'
-    assert _kind(check_frame_plausible, (1, 1), np.ones((1, 1), np.uint16), K640, None) == 'image_too_small'
+    assert _kind(check_frame_plausible, (1, 1), np.ones((1, 1), np.uint16), np.diag([1.0, 1, 1]), None) == \
+        'image_too_small'
+    assert _kind(check_frame_plausible, (H, W), dep[:10], K640, None) == 'size_mismatch'              # not 'too small'
+    assert _kind(check_frame_plausible, (H, W), dep.astype(np.int32), K640, None) == 'bad_encoding'
+    assert _kind(check_frame_plausible, (H, W), dep, K640, None, DEFAULT_LIMITS, '32FC1') == 'bad_encoding'
+    check_frame_plausible((0, 0), dep, K640, None)                                 # empty colour: the pipeline's
     assert _kind(check_frame_plausible, (H, W), dep.astype(np.float32), K640, None) == 'implausible_depth'
     check_frame_plausible((H, W), dep, K640, (H, W))
     check_frame_plausible((H, W), dep, K640, None)

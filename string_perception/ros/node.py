@@ -433,7 +433,7 @@ class StringPerceptionNode(ManagedNode):
         try:
             with timing.stage('decode'):
                 rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
-                check_frame_plausible(rgb.shape[:2], dep, K, hw, DEFAULT_LIMITS)    # well-formed nonsense
+                check_frame_plausible(rgb.shape[:2], dep, K, hw, DEFAULT_LIMITS, dep_enc)   # well-formed nonsense
             result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw,
                               stamp_s=stamp_to_ns(image.header.stamp) * 1e-9)
         except InputError as e:

@@ -18,8 +18,9 @@ length no lens has, intrinsics made for another image size. Every threshold live
   ``max_principal_offset`` of the image size from its centre (K of a 320x240 camera used with 640x480 images).
 
 A frame with no valid depth pixel passes :func:`check_depth_scale` (``no_valid_depth`` is the pipeline's warning).
-:func:`check_frame_plausible` runs them all on a decoded frame, after the preprocess checks they depend on (too
-large, K for another size, malformed K), so each frame gets the one kind that names its first problem.
+:func:`check_frame_plausible` runs them all on a decoded frame, after the preprocess checks they depend on
+(malformed depth, too large, K for another size, malformed K, unregistered depth), so each frame gets the one kind
+that names its first problem.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
-from .preprocess import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SIDE, validate_intrinsics
+from .preprocess import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SIDE, check_depth_array, check_registered,
+                         validate_intrinsics)
 
 __all__ = ['PlausibilityLimits', 'DEFAULT_LIMITS', 'PLAUSIBILITY_KINDS', 'check_image_sizes', 'check_depth_scale',
            'check_intrinsics_plausible', 'check_frame_plausible', 'median_valid_depth_m', 'field_of_view_deg']
@@ -140,20 +142,29 @@ def check_intrinsics_plausible(K: np.ndarray, hw: tuple[int, int], limits: Plaus
 
 
 def check_frame_plausible(colour_hw: tuple[int, int], depth: np.ndarray, K, intrinsics_hw: tuple[int, int] | None,
-                          limits: PlausibilityLimits = DEFAULT_LIMITS) -> None:
-    """Every check of this module on a decoded frame (colour size, depth array, K and CameraInfo size or None).
+                          limits: PlausibilityLimits = DEFAULT_LIMITS, depth_encoding: str | None = None) -> None:
+    """Every check of this module on a decoded frame (colour size, depth array and its ROS encoding, K, and the
+    CameraInfo size or None).
 
-    Problems the pipeline names itself come first with its kinds (``image_too_large``, ``bad_intrinsics`` for a K
-    of another size or a malformed K), then ``image_too_small``, ``implausible_intrinsics``, ``implausible_depth``.
+    What :func:`.preprocess.prepare_inputs` refuses comes first, with its kinds and in its order (depth array
+    ``bad_encoding`` / ``bad_shape`` / ``empty_image``, ``image_too_large``, ``bad_intrinsics`` for a K of another
+    size or a malformed K, ``size_mismatch``), so a malformed frame is named as before; then ``image_too_small``,
+    ``implausible_intrinsics``, ``implausible_depth``. A colour image with no pixels is left to the pipeline.
     """
-    depth_hw = tuple(int(v) for v in depth.shape[:2])
+    depth = check_depth_array(depth, depth_encoding)
+    colour_hw = (int(colour_hw[0]), int(colour_hw[1]))
+    depth_hw = (int(depth.shape[0]), int(depth.shape[1]))
+    if min(colour_hw) == 0:
+        return
     for what, (h, w) in (('colour', colour_hw), ('depth', depth_hw)):
         if h > DEFAULT_MAX_SIDE or w > DEFAULT_MAX_SIDE or h * w > DEFAULT_MAX_PIXELS:
             raise InputError('image_too_large', f'{what} image {w}x{h} exceeds the limits ({DEFAULT_MAX_SIDE} px '
                                                 f'per side, {DEFAULT_MAX_PIXELS} px in all)')
-    if intrinsics_hw is not None and tuple(intrinsics_hw) != tuple(colour_hw):
+    if intrinsics_hw is not None and tuple(intrinsics_hw) != colour_hw:
         raise InputError('bad_intrinsics', f'intrinsics are for a {intrinsics_hw[1]}x{intrinsics_hw[0]} image but '
                                            f'the colour image is {colour_hw[1]}x{colour_hw[0]}')
+    K = validate_intrinsics(K, colour_hw)
+    check_registered(colour_hw, depth_hw)
     check_image_sizes(colour_hw, depth_hw, limits)
-    check_intrinsics_plausible(validate_intrinsics(K, colour_hw), colour_hw, limits)
+    check_intrinsics_plausible(K, colour_hw, limits)
     check_depth_scale(depth, limits)
