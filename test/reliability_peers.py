@@ -69,6 +69,12 @@ ITEMS = {
     'colour_missing': ('bad_inputs.missing_image', 'bad input (missing_image)', False),
     'camera_info_stamped_zero': ('bad_inputs.zero_stamp_camera_info', 'bad input (zero_stamp_camera_info)', False),
 }
+# the node with image_transport:=compressed (colour as sensor_msgs/CompressedImage on <prefix>/image/compressed)
+COMPRESSED_ITEMS = {
+    'jpeg_corrupted_in_its_middle': ('bad_inputs.corrupt_image', 'bad input (corrupt_image)', False),
+    'png_57_bytes_claiming_50000_squared': ('bad_inputs.image_too_large', 'bad input (image_too_large)', False),
+    'png_249_kb_of_16000_squared': ('bad_inputs.image_too_large', 'bad input (image_too_large)', False),
+}
 # sent as a stream for longer than input_timeout (the node notices a silent or unpairable input over time)
 STREAMS = {'camera_info_missing', 'colour_missing', 'camera_info_stamped_zero'}
 # checked in the synchroniser callback: every copy is counted (the pixel checks run in the worker, which keeps
@@ -101,6 +107,32 @@ def _msgs(rgb, depth, depth_enc, K, info_hw=None):
     for m in (img, dep, info):
         m.header.frame_id = FRAME_ID
     return img, dep, info
+
+
+def _png(w: int, h: int, rows: int = 0) -> bytes:
+    """A grey PNG whose header says ``w x h``, with ``rows`` rows of pixel data (all of them: a real image)."""
+    import struct
+    import zlib
+
+    def chunk(ctype, data):
+        return struct.pack('>I', len(data)) + ctype + data + struct.pack('>I', zlib.crc32(ctype + data))
+    z, row = zlib.compressobj(9), bytes(1 + w)
+    idat = b''.join(z.compress(row) for _ in range(rows)) + z.flush()
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 0, 0, 0, 0))
+            + chunk(b'IDAT', idat) + chunk(b'IEND', b''))
+
+
+def compressed_colour(rgb, data: bytes | None = None, fmt: str = 'jpeg'):
+    """A CompressedImage of ``rgb`` (JPEG), or carrying ``data`` as is."""
+    from sensor_msgs.msg import CompressedImage
+
+    from string_perception.ros.image_conversion import array_to_compressed_imgmsg
+    if data is None:
+        msg = array_to_compressed_imgmsg(rgb, 'jpeg', encoding='rgb8', msg_type=CompressedImage)
+    else:
+        msg = CompressedImage(format=f'rgb8; {fmt} compressed bgr8', data=data)
+    msg.header.frame_id = FRAME_ID
+    return msg
 
 
 def bad_frames(name: str, good, now_ns: int, last_good_ns: int):
@@ -197,6 +229,14 @@ def bad_frames(name: str, good, now_ns: int, last_good_ns: int):
             img = None
         elif name == 'camera_info_stamped_zero':
             pass                                                         # the loop stamps camera_info 0
+        elif name == 'jpeg_corrupted_in_its_middle':                   # libjpeg decodes it, with a printed warning
+            jpg = bytearray(compressed_colour(rgb).data)
+            jpg[len(jpg) // 2:len(jpg) // 2 + 512] = np.random.default_rng(k).integers(0, 256, 512, np.uint8).tobytes()
+            img = compressed_colour(rgb, bytes(jpg))
+        elif name == 'png_57_bytes_claiming_50000_squared':
+            img = compressed_colour(rgb, _png(50000, 50000), 'png')
+        elif name == 'png_249_kb_of_16000_squared':
+            img = compressed_colour(rgb, _png(16000, 16000, 16000) if k == 0 else out[0][0].data, 'png')
         elif name == 'image_8k':
             big = np.ascontiguousarray(np.broadcast_to(rgb[:1, :1], (4320, 7680, 3)))
             small = np.full((1080, 1920), 700, np.uint16)               # registered depth at a quarter
@@ -222,9 +262,12 @@ def catalogue(a) -> int:
 
     rclpy.init()
     node = rclpy.create_node('sp_test_catalogue')
-    topics = {'image': f'{a.prefix}/image', 'depth': f'{a.prefix}/depth', 'info': f'{a.prefix}/camera_info'}
-    pubs = {k: node.create_publisher(CameraInfo if k == 'info' else Image, t, _qos('reliable', 10))
-            for k, t in topics.items()}
+    from sensor_msgs.msg import CompressedImage
+    topics = {'image': f'{a.prefix}/image' + ('/compressed' if a.compressed else ''), 'depth': f'{a.prefix}/depth',
+              'info': f'{a.prefix}/camera_info'}
+    types = {'image': CompressedImage if a.compressed else Image, 'depth': Image, 'info': CameraInfo}
+    pubs = {k: node.create_publisher(types[k], t, _qos('reliable', 10)) for k, t in topics.items()}
+    catalogue_items = COMPRESSED_ITEMS if a.compressed else ITEMS
     got = {'dets': {}, 'diag': []}                       # stamp_ns -> receive time; [(receive time, values)]
     node.create_subscription(Detection3DArray, f'{a.node_ns}/detections',
                              lambda m: got['dets'].__setitem__(stamp_to_ns(m.header.stamp), time.time()),
@@ -247,6 +290,8 @@ def catalogue(a) -> int:
         return False
 
     def publish(img, dep, info, stamp, info_stamp=None):
+        if a.compressed and img is not None and not hasattr(img, 'format'):    # a good frame: its JPEG
+            img = compressed_colour(good[0])
         for m in (img, dep, info):
             if m is not None:
                 st = stamp if m is not info or info_stamp is None else info_stamp
@@ -279,7 +324,7 @@ def catalogue(a) -> int:
         spin_until(lambda: False, 0.5)
         last_good, ok = good_frame_through()             # warm start: the first good frame goes through
         out['warm_ok'] = ok
-        names = a.items.split(',') if a.items else list(ITEMS)
+        names = a.items.split(',') if a.items else list(catalogue_items)
         for name in names:
             before = diag_after(time.time())
             t0 = time.time()
@@ -292,7 +337,7 @@ def catalogue(a) -> int:
                 publish(img, dep, info, stamp, 0 if name == 'camera_info_stamped_zero' else None)
                 spin_until(lambda: False, 0.03)
             bad_stamps = [s for *_, s in frames]
-            if ITEMS[name][2]:     # processed anyway: let it through before the good frame can replace it
+            if catalogue_items[name][2]:     # processed anyway: let it through before the good frame can replace it
                 spin_until(lambda: any(s in got['dets'] for s in bad_stamps), 30.0)
                 late = max(s for s in bad_stamps if isinstance(s, int))      # the good frame must be newer
                 spin_until(lambda: node.get_clock().now().nanoseconds > late + 50_000_000, 5.0)
@@ -322,6 +367,7 @@ def main(argv=None) -> int:
     cat.add_argument('--throttle', type=float, required=True, help="the node's log_throttle (s)")
     cat.add_argument('--input-timeout', type=float, required=True, help="the node's input_timeout (s)")
     cat.add_argument('--wait', type=float, default=30.0)
+    cat.add_argument('--compressed', action='store_true', help='colour as CompressedImage: COMPRESSED_ITEMS')
     a = ap.parse_args(argv)
     return {'catalogue': catalogue}[a.role](a)
 
