@@ -72,7 +72,7 @@ ITEMS = {
 # the node with image_transport:=compressed (colour as sensor_msgs/CompressedImage on <prefix>/image/compressed)
 COMPRESSED_ITEMS = {
     'jpeg_corrupted_in_its_middle': ('bad_inputs.corrupt_image', 'bad input (corrupt_image)', False),
-    'png_57_bytes_claiming_50000_squared': ('bad_inputs.image_too_large', 'bad input (image_too_large)', False),
+    'png_tiny_claiming_50000_squared': ('bad_inputs.image_too_large', 'bad input (image_too_large)', False),
     'png_249_kb_of_16000_squared': ('bad_inputs.image_too_large', 'bad input (image_too_large)', False),
 }
 # sent as a stream for longer than input_timeout (the node notices a silent or unpairable input over time)
@@ -233,7 +233,7 @@ def bad_frames(name: str, good, now_ns: int, last_good_ns: int):
             jpg = bytearray(compressed_colour(rgb).data)
             jpg[len(jpg) // 2:len(jpg) // 2 + 512] = np.random.default_rng(k).integers(0, 256, 512, np.uint8).tobytes()
             img = compressed_colour(rgb, bytes(jpg))
-        elif name == 'png_57_bytes_claiming_50000_squared':
+        elif name == 'png_tiny_claiming_50000_squared':
             img = compressed_colour(rgb, _png(50000, 50000), 'png')
         elif name == 'png_249_kb_of_16000_squared':
             img = compressed_colour(rgb, _png(16000, 16000, 16000) if k == 0 else out[0][0].data, 'png')

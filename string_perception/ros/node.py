@@ -377,6 +377,13 @@ class StringPerceptionNode(ManagedNode):
         missed = self._image_gaps.missed(info)
         if missed:
             self.stats.drop('not_received', missed)
+            qos = self.cfg['image_qos_reliability']
+            self._warn('dropped (not_received)', f'{missed} colour frame(s) sent by the publisher never reached this '
+                       'node: overwritten in the input queue while a frame was processed (the node is slower than '
+                       f'the camera), or lost in transport{" (best-effort input QoS)" if qos != "reliable" else ""}: '
+                       'DDS drops frames it cannot carry, e.g. a 3840x2160 rgb8 frame (24.9 MB) does not fit Fast '
+                       "DDS' default 16 MiB shared-memory segment; use image_qos_reliability:=reliable or a larger "
+                       'segment')
 
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
