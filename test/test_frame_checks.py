@@ -197,7 +197,7 @@ def test_input_watch_names_zero_stamped_partners():
     w.seen('image', 2 * S, 8 * S)
     w.seen('depth', 2 * S + 1, 8 * S)
     w.seen('camera_info', 2 * S + 2, 0)
-    assert w.problems(2 * S) == ['zero_stamp_camera_info']
+    assert w.problems(2 * S) == [('zero_stamp_camera_info', 'camera_info')]
     w.seen('camera_info', 3 * S, 9 * S)                           # it stamps again: answered
     assert w.problems(10 * S) == []
 
@@ -207,4 +207,4 @@ def test_input_watch_with_depth_as_primary_reports_missing_colour():
     for k in range(4):                                             # 2 s of depth, no colour image
         w.seen('depth', k * S // 2, (k + 1) * S)
         w.seen('camera_info', k * S // 2 + 1, (k + 1) * S)        # not a partner of this watch: ignored
-    assert w.problems(2 * S) == ['missing_image']
+    assert w.problems(2 * S) == [('missing_image', 'image')]

@@ -175,7 +175,7 @@ class InputWatch:
         limit = self.timeout_s * S_TO_NS
         return [n for n, since in self._waiting_since.items() if since is not None and now_ns - since > limit]
 
-    def problems(self, now_ns: int) -> list[str]:
-        """Kinds for :meth:`missing` partners: ``zero_stamp_<name>`` when its last message was stamped 0, else
-        ``missing_<name>``."""
-        return [f'{"zero_stamp" if self._zero_stamped[n] else "missing"}_{n}' for n in self.missing(now_ns)]
+    def problems(self, now_ns: int) -> list[tuple[str, str]]:
+        """``(kind, partner)`` for the :meth:`missing` partners: kind ``zero_stamp_<partner>`` when its last message
+        was stamped 0, else ``missing_<partner>``."""
+        return [(f'{"zero_stamp" if self._zero_stamped[n] else "missing"}_{n}', n) for n in self.missing(now_ns)]

@@ -302,14 +302,12 @@ class StringPerceptionNode(ManagedNode):
             watch.seen(name, now, stamp_ns)
             if name != watch.primary:
                 continue
-            for kind in watch.problems(now):
-                gone = kind.split('_', 2)[-1] if kind.startswith('zero_stamp_') else kind[len('missing_'):]
+            for kind, gone in watch.problems(now):
                 self.stats.bad_input(kind)
-                why = ('arrives stamped 0, so it is never paired' if kind.startswith('zero_stamp_') else
-                       'is silent')
-                self._warn(f'bad input ({kind})', f'{watch.primary} messages arrive but {gone} {why} for more '
-                           f'than {watch.timeout_s:g} s: is its publisher running, stamping, and on the remapped '
-                           'topic?')
+                why = 'arrives stamped 0, so it is never paired' if kind.startswith('zero_stamp_') else 'is silent'
+                arriving = 'colour images' if watch.primary == 'image' else f'{watch.primary} images'
+                self._warn(f'bad input ({kind})', f'{arriving} arrive but {gone} {why} for more than '
+                           f'{watch.timeout_s:g} s: is its publisher running, stamping, and on the remapped topic?')
 
     def _on_synced(self, image, depth, info) -> None:
         """Executor thread: header checks (a bad frame never replaces a good one waiting for the worker), then
