@@ -128,13 +128,20 @@ def test_bundled_recording_frames_pass():
     assert n == 24
 
 
-@pytest.mark.parametrize('cell', ['aloha', 'kuka'])
-def test_simulated_cell_frames_pass(cell):
+@pytest.mark.parametrize('cell, extremes', [('aloha', False), ('kuka', False), ('aloha', True), ('kuka', True)])
+def test_simulated_cell_frames_pass(cell, extremes):
     from string_perception.sim import SimConfig, generate_sim_frame
     cfg = SimConfig(cell=cell, height=96, width=128)
+    if extremes:        # the widest intrinsics the sim config admits: principal point jitter 0.2, 30-140 deg
+        cfg = SimConfig(cell=cell, height=96, width=128, hfov_deg_range=(30.0, 140.0), principal_point_jitter=0.2)
     for seed in (2_000_000_000, 2_000_000_001, 2_000_000_002):
         f = generate_sim_frame(seed, cfg)                      # a random camera of the cell per seed
         check_frame_plausible(f.rgb.shape[:2], f.depth_mm, f.K, f.rgb.shape[:2])
+    if extremes:        # the jitter's corners: the principal point 20 % of the longer side off, both axes
+        pad = math.ceil(0.2 * 128)
+        for dx in (-pad, pad):
+            for dy in (-pad, pad):
+                check_intrinsics_plausible([[100.0, 0, 63.5 + dx], [0, 100.0, 47.5 + dy], [0, 0, 1]], (96, 128))
 
 
 # Each driver preset as its driver publishes it: colour size, depth encoding, distortion model and coefficients.

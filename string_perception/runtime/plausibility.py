@@ -15,7 +15,8 @@ length no lens has, intrinsics made for another image size. Every threshold live
   values are plausible millimetres;
 - :func:`check_intrinsics_plausible`: ``implausible_intrinsics``: a horizontal or vertical field of view outside
   ``[min_fov_deg, max_fov_deg]`` (fx = 2 px, fx = 1e7 px), or a principal point further than
-  ``max_principal_offset`` of the image size from its centre (K of a 320x240 camera used with 640x480 images).
+  ``max_principal_offset`` of the longer image side from the centre (K of a 320x240 camera used with 640x480
+  images is 25 % off; the simulated cells' largest principal-point jitter, 20 %, passes).
 
 A frame with no valid depth pixel passes :func:`check_depth_scale` (``no_valid_depth`` is the pipeline's warning).
 :func:`check_frame_plausible` runs them all on a decoded frame, after the preprocess checks they depend on
@@ -50,7 +51,7 @@ class PlausibilityLimits:
     depth_samples: int = 4096                 # pixels sampled for the median (cost independent of image size)
     min_fov_deg: float = 5.0                  # horizontal and vertical field of view of a pinhole K
     max_fov_deg: float = 170.0
-    max_principal_offset: float = 0.2         # |cx - centre| / width and |cy - centre| / height
+    max_principal_offset: float = 0.22        # |cx - centre| and |cy - centre| over the longer image side
     warn_stamp_ahead_s: float = 0.1           # node: a stamp this far ahead of its clock is warned (stamp_ahead)
 
     def __post_init__(self):
@@ -123,7 +124,7 @@ def field_of_view_deg(focal_px: float, size_px: int) -> float:
 def check_intrinsics_plausible(K: np.ndarray, hw: tuple[int, int], limits: PlausibilityLimits = DEFAULT_LIMITS) -> None:
     """``implausible_intrinsics`` when a (validated, fx, fy > 0) K cannot belong to a camera whose image is ``hw``:
     field of view outside ``[min_fov_deg, max_fov_deg]`` or principal point off-centre by more than
-    ``max_principal_offset`` of the image side."""
+    ``max_principal_offset`` of the longer image side."""
     h, w = hw
     K = np.asarray(K, np.float64).reshape(3, 3)
     for axis, focal, size in (('horizontal', K[0, 0], w), ('vertical', K[1, 1], h)):
@@ -133,10 +134,10 @@ def check_intrinsics_plausible(K: np.ndarray, hw: tuple[int, int], limits: Plaus
                                                        f'over {size} px) is outside [{limits.min_fov_deg:g}, '
                                                        f'{limits.max_fov_deg:g}] deg: K not in pixels of this image?')
     for axis, c, size in (('cx', K[0, 2], w), ('cy', K[1, 2], h)):
-        offset = abs(c - 0.5 * (size - 1)) / size
+        offset = abs(c - 0.5 * (size - 1)) / max(h, w)
         if offset > limits.max_principal_offset:
-            raise InputError('implausible_intrinsics', f'{axis} = {c:.1f} px is {offset:.0%} of the image size off '
-                                                       f'its centre ({w}x{h} image; limit '
+            raise InputError('implausible_intrinsics', f'{axis} = {c:.1f} px is {offset:.0%} of the image\'s longer '
+                                                       f'side off its centre ({w}x{h} image; limit '
                                                        f'{limits.max_principal_offset:.0%}): K calibrated for '
                                                        'another resolution?')
 
