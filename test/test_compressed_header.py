@@ -92,6 +92,7 @@ def test_a_header_size_within_the_limits_passes():
 
 def test_compressed_depth_png_bomb_is_refused_before_decoding():
     from string_perception.ros.compressed_depth import HEADER, decode_compressed_depth
-    msg = SimpleNamespace(format='16UC1; compressedDepth png', data=HEADER.pack(0, 0.0, 0.0) + png_claiming(50000, 50000))
+    msg = SimpleNamespace(format='16UC1; compressedDepth png',
+                          data=HEADER.pack(0, 0.0, 0.0) + png_claiming(50000, 50000))
     with pytest.raises(ImageEncodingError, match='refused before decoding'):
         decode_compressed_depth(msg)

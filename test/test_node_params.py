@@ -336,8 +336,8 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     def chunk(t, d):
         return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
     bomb = array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8')
-    bomb.data = (bytes.fromhex('89504e470d0a1a0a') + chunk(b'IHDR', struct.pack('>IIBBBBB', 50000, 50000, 8, 2, 0, 0, 0))
-                 + chunk(b'IEND', b''))
+    ihdr = struct.pack('>IIBBBBB', 50000, 50000, 8, 2, 0, 0, 0)
+    bomb.data = bytes.fromhex('89504e470d0a1a0a') + chunk(b'IHDR', ihdr) + chunk(b'IEND', b'')
     node._process((bomb, array_to_imgmsg(depth, '16UC1'), info))
     node.cfg['image_transport'] = 'raw'
     gid = {'data': bytes(range(24))}       # colour frames 6..8 of this publisher never arrived: counted and said

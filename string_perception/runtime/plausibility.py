@@ -46,7 +46,7 @@ class PlausibilityLimits:
 
     min_image_side: int = 16                  # px, colour and depth: smaller is no camera frame (1x1)
     min_median_depth_m: float = 0.02          # 16UC1 median below 2 cm: metres written as mm
-    max_median_depth_m: float = 10.0          # median beyond any RGB-D sensor's working range (tabletop: 0.2-3 m)
+    max_median_depth_m: float = 10.0          # median beyond the indoor RGB-D range this node serves (0.2-3 m)
     max_median_float_depth_m: float = 100.0   # 32FC1 median beyond 100 "m": millimetres written as metres
     depth_samples: int = 4096                 # pixels sampled for the median (cost independent of image size)
     min_fov_deg: float = 5.0                  # horizontal and vertical field of view of a pinhole K
