@@ -2,8 +2,11 @@
 import numpy as np
 import pytest
 
-from string_perception.ros.frame_checks import (FRAME_CHECK_KINDS, InputWatch, StampGate, check_frame_ids,
-                                                check_image_layout)
+from types import SimpleNamespace
+
+from string_perception.ros.frame_checks import (FRAME_CHECK_KINDS, FRAME_CHECK_WARNINGS, InputWatch, StampGate,
+                                                check_camera_info, check_frame_ids, check_image_layout,
+                                                check_stamp_fields)
 from string_perception.ros.image_conversion import ImageData, array_to_imgmsg
 from string_perception.runtime.errors import InputError
 
@@ -112,3 +115,96 @@ def test_input_watch_a_partner_just_ahead_of_its_colour_image_is_not_missing():
     assert w.missing(13 * S) == []                             # starts the clocks (partners silent > 0.3 s)...
     w.seen('depth', 13 * S + 1000)                             # ...and only depth answers
     assert w.missing(13 * S + S // 2) == ['camera_info']
+
+
+def _kind(fn, *args):
+    with pytest.raises(InputError) as e:
+        fn(*args)
+    assert e.value.kind in FRAME_CHECK_KINDS
+    return e.value.kind
+
+
+def test_big_endian_multi_byte_data_is_refused_never_misread():
+    msg = _img(enc='16UC1')
+    msg.is_bigendian = 1
+    assert _kind(check_image_layout, msg, 'depth') == 'big_endian'
+    msg32 = _img(enc='32FC1')
+    msg32.is_bigendian = 1
+    assert _kind(check_image_layout, msg32, 'depth') == 'big_endian'
+    rgb = _img()
+    rgb.is_bigendian = 1                                       # one byte per channel: byte order is meaningless
+    check_image_layout(rgb, 'colour')
+    check_image_layout(_img(enc='16UC1'), 'depth')             # ImageData: is_bigendian 0
+
+
+def test_camera_info_frame_id_and_empty_frame_ids():
+    assert check_frame_ids('cam', 'cam', 'cam') == ()
+    assert check_frame_ids('cam', 'cam', '') == ()             # an empty CameraInfo frame id is not compared
+    with pytest.raises(InputError, match='camera_info topic') as e:
+        check_frame_ids('camera_color_optical_frame', 'camera_color_optical_frame', 'camera_depth_optical_frame')
+    assert e.value.kind == 'frame_id_mismatch'
+    assert check_frame_ids('', '', '') == ('empty_frame_id',)
+    assert _kind(check_frame_ids, '', 'a', 'b') == 'frame_id_mismatch'
+
+
+@pytest.mark.parametrize('sec, nanosec', [(5, 1_500_000_000), (5, 2 ** 32 - 1), (5, 1_000_000_000), (-5, 0)])
+def test_invalid_stamp_fields_are_refused(sec, nanosec):
+    assert _kind(check_stamp_fields, SimpleNamespace(sec=sec, nanosec=nanosec), 'colour') == 'bad_stamp'
+
+
+def test_valid_stamp_fields_pass():
+    for sec, nanosec in ((0, 0), (1, 999_999_999), (2 ** 31 - 1, 0)):
+        check_stamp_fields(SimpleNamespace(sec=sec, nanosec=nanosec), 'depth')
+
+
+def _info(model='plumb_bob', d=(0.0,) * 5, h=480, w=640):
+    return SimpleNamespace(distortion_model=model, d=list(d), height=h, width=w)
+
+
+@pytest.mark.parametrize('info, warnings', [
+    (_info(), ()),
+    (_info(d=(0.1, -0.2, 0.0, 0.001, 0.05)), ()),                                  # pinhole + small correction
+    (_info('rational_polynomial', (0.3,) * 14), ()),                               # depthai's 14 coefficients
+    (_info('plumb_bob', ()), ()),                                                  # uncalibrated: no D
+    (_info('equidistant', (0.1, 0.01, -0.002, 0.0)), ('distortion_ignored',)),     # a fisheye
+    (_info('kannala_brandt_x', (0.1,) * 20), ('distortion_ignored',)),             # unknown model, long D
+    (_info('equidistant', (0.0,) * 4), ()),                                        # all zero: a pinhole after all
+    (_info(h=0, w=0), ('camera_info_no_size',)),
+])
+def test_camera_info_warnings(info, warnings):
+    assert check_camera_info(info) == warnings
+    assert set(warnings) <= set(FRAME_CHECK_WARNINGS)
+
+
+def test_camera_info_nan_distortion_is_refused():
+    assert _kind(check_camera_info, _info(d=(0.1, float('nan'), 0.0, 0.0, 0.0))) == 'bad_distortion'
+    assert _kind(check_camera_info, _info('equidistant', (float('inf'),) * 4)) == 'bad_distortion'
+
+
+def test_stamp_gate_warns_a_stamp_ahead_within_the_limit():
+    gate = StampGate(max_future_s=2.0, reset_jump_s=0.25, warn_future_s=0.1)
+    now = 100 * S
+    assert gate.check(now + S // 5, now) == ('stamp_ahead',)       # 0.2 s in the future: processed, said
+    assert gate.check(now + S // 5 + S // 30, now + S // 5) == ()  # clocks agree again
+    assert gate.check(now + 50 * S, 0) == ()                       # clock at 0: no judgement
+
+
+def test_input_watch_names_zero_stamped_partners():
+    w = InputWatch('image', ('depth', 'camera_info'), timeout_s=0.5)
+    w.seen('image', S, 7 * S)
+    w.seen('depth', S + 1, 7 * S)
+    w.seen('camera_info', S + 2, 0)                               # camera_info stamped 0: cannot be paired
+    w.seen('image', 2 * S, 8 * S)
+    w.seen('depth', 2 * S + 1, 8 * S)
+    w.seen('camera_info', 2 * S + 2, 0)
+    assert w.problems(2 * S) == [('zero_stamp_camera_info', 'camera_info')]
+    w.seen('camera_info', 3 * S, 9 * S)                           # it stamps again: answered
+    assert w.problems(10 * S) == []
+
+
+def test_input_watch_with_depth_as_primary_reports_missing_colour():
+    w = InputWatch('depth', ('image',), timeout_s=0.5)
+    for k in range(4):                                             # 2 s of depth, no colour image
+        w.seen('depth', k * S // 2, (k + 1) * S)
+        w.seen('camera_info', k * S // 2 + 1, (k + 1) * S)        # not a partner of this watch: ignored
+    assert w.problems(2 * S) == [('missing_image', 'image')]

@@ -1,6 +1,6 @@
-"""Bad-input catalogue (issue 7) fed over real DDS to the running node: one node process, one publisher process.
+"""Bad-input catalogue (issues 7, 36) fed over real DDS to the running node: one node process, one publisher process.
 
-For every item of ``reliability_peers.ITEMS`` the publisher sends the bad frame three times, then a good frame.
+For every item of ``reliability_peers.ITEMS`` (raw inputs) and ``COMPRESSED_ITEMS`` (image_transport:=compressed) the publisher sends the bad frame three times, then a good frame.
 Per item: the node's /diagnostics counter for that kind grows (by 3 for header-level checks), exactly one
 warning line of that kind appears in the node's log inside the item's time window (throttled per kind), the
 good frame that follows gives a Detection3DArray, and the node is still alive at the end.
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from reliability_peers import HEADER_LEVEL, ITEMS
+from reliability_peers import COMPRESSED_ITEMS, HEADER_LEVEL, ITEMS
 from ros_helpers import HELPERS, ProcessGroup, reserved_domain_id, ros_skip_reason, ros_test_env
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow,
@@ -35,11 +35,13 @@ def _log_lines(text):
     return out
 
 
-def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(tmp_path, model_path):
+@pytest.mark.parametrize('transport', ['raw', 'compressed'])
+def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(tmp_path, model_path, transport):
     from string_perception.ros.node import READY_LINE, node_command
     prefix = f'/sp_bad_{os.getpid()}'
+    items = ITEMS if transport == 'raw' else COMPRESSED_ITEMS
     params = {'providers': ['CPUExecutionProvider'], 'diagnostics_period': 0.1, 'log_throttle': THROTTLE,
-              'input_timeout': INPUT_TIMEOUT}
+              'input_timeout': INPUT_TIMEOUT, 'image_transport': transport}
     for inp in ('image', 'depth', 'camera_info'):
         params[f'{inp}_qos_reliability'] = 'reliable'      # the catalogue must not depend on best-effort luck
     cmd = node_command(model_path, params=params, remaps={'image': f'{prefix}/image', 'depth': f'{prefix}/depth',
@@ -48,8 +50,9 @@ def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(
     with reserved_domain_id() as domain, ProcessGroup(tmp_path, ros_test_env(domain)) as pg:
         node = pg.start_python('node', cmd[1:])
         pub = pg.start_python('catalogue', [str(PEERS), 'catalogue', '--prefix', prefix, '--out', str(out),
-                                            '--throttle', str(THROTTLE), '--input-timeout', str(INPUT_TIMEOUT)])
-        rc_pub = pub.wait(timeout=150)
+                                            '--throttle', str(THROTTLE), '--input-timeout', str(INPUT_TIMEOUT)]
+                              + (['--compressed'] if transport == 'compressed' else []))
+        rc_pub = pub.wait(timeout=400)
         node_alive = node.popen.poll() is None
         rc_node = node.stop()
         logs = pg.logs()
@@ -58,12 +61,12 @@ def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(
     assert READY_LINE in node_log
     assert 'Traceback' not in node_log and 'frame failed unexpectedly' not in node_log, node_log[-4000:]
     result = json.loads(out.read_text())
-    assert result['warm_ok'] and [i['name'] for i in result['items']] == list(ITEMS), logs
+    assert result['warm_ok'] and [i['name'] for i in result['items']] == list(items), logs
     lines = _log_lines(node_log)
     rows = []
     for item in result['items']:
         name = item['name']
-        key, needle, processed = ITEMS[name]
+        key, needle, processed = items[name]
         grew = int(item['after'].get(key, 0)) - int(item['before'].get(key, 0))
         in_window = [msg for t, msg in lines if item['t0'] - 0.05 <= t <= item['t1'] and needle and needle in msg]
         rows.append(f'{name:32s} {key:34s} +{grew} lines={len(in_window)} good_next={item["good_frame_detected"]}')

@@ -103,6 +103,26 @@ def test_camera_info_to_k():
     assert camera_info_to_k(CameraInfo())[1] is None
 
 
+@needs_msgs
+def test_camera_info_to_k_applies_roi_and_binning():
+    """A binned (or ROI) camera's K and size are those of the image it publishes: a point projects to the binned
+    pixel that covers its full-resolution pixel."""
+    from sensor_msgs.msg import CameraInfo
+    from string_perception.ros.messages import camera_info_to_k
+    info = CameraInfo(height=480, width=640, binning_x=2, binning_y=2)
+    info.k = [500.0, 0.0, 319.5, 0.0, 505.0, 239.5, 0.0, 0.0, 1.0]
+    K, hw = camera_info_to_k(info)
+    assert hw == (240, 320)
+    p = np.array([0.1, -0.05, 1.0])
+    full, binned = np.array(info.k).reshape(3, 3) @ p, K @ p
+    np.testing.assert_allclose(binned[:2], (full[:2] - 0.5) / 2, atol=1e-12)     # pixel-centre mapping, b = 2
+    roi = CameraInfo(height=480, width=640)
+    roi.k = info.k
+    roi.roi.x_offset, roi.roi.y_offset, roi.roi.width, roi.roi.height = 100, 40, 320, 200
+    K, hw = camera_info_to_k(roi)
+    assert hw == (200, 320) and (K[0, 2], K[1, 2]) == (219.5, 199.5) and K[0, 0] == 500.0
+
+
 def test_transform_detections_moves_boxes_rigidly():
     from string_perception.ros.messages import transform_detections
     d = _dets(3, seed=1)

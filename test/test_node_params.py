@@ -344,9 +344,24 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     node.cfg['image_transport'] = 'compressed'       # normally read at configure; the decode path is per frame
     png = array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8', msg_type=CompressedImage)
     node._process((decode_compressed_image(png), array_to_imgmsg(depth, '16UC1'), info))   # as compressed_input gives
+    import struct, zlib                    # a 45-byte PNG whose header claims 50000x50000: refused before decoding
+    def chunk(t, d):
+        return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+    bomb = array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8', msg_type=CompressedImage)
+    bomb.data = bytes.fromhex('89504e470d0a1a0a') + chunk(b'IHDR', struct.pack('>IIBBBBB', 50000, 50000, 8, 2, 0, 0, 0)) \
+        + chunk(b'IEND', b'')
+    try:                                   # what compressed_input does with it: refused, handed to on_bad
+        decode_compressed_image(bomb)
+        raise AssertionError('the PNG bomb was decoded')
+    except ValueError as e:
+        node._on_bad_compressed(e)
     node.cfg['image_transport'] = 'raw'
+    gid = {'data': bytes(range(24))}       # colour frames 6..8 of this publisher never arrived: counted and said
+    for seq in (5, 9):
+        node._on_image_info({'publication_sequence_number': seq, 'publisher_gid': gid})
     snap = node.stats.snapshot()
     out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']
+    out['not_received'] = snap['drops']['not_received']
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
     out['subs_after'] = subs_when(lambda s: not INPUTS & s)
     out['cleanup'] = node.trigger_cleanup() == SUCCESS and node.pipeline is None
@@ -404,8 +419,11 @@ def test_lifecycle_transitions_and_live_parameter_updates(tmp_path, model_path):
     # the rejected threshold left the pipeline as it was; the valid nms_iou of the same call went through
     # (set_parameters applies one parameter at a time, as rclpy does)
     assert out['after_bad'] == [pytest.approx(0.55), pytest.approx(0.2)]
-    assert out['bad_inputs'] == {'bad_intrinsics': 1, 'size_mismatch': 1, 'bad_encoding': 1}, log
+    assert out['bad_inputs'] == {'bad_intrinsics': 1, 'size_mismatch': 1, 'bad_encoding': 1,
+                                 'image_too_large': 1}, log
     assert out['processed'] == 2                     # the bgr8 frame and the compressed (PNG) one
+    assert out['not_received'] == 3 and 'dropped (not_received): 3 colour frame(s)' in log, log
+    assert 'shared-memory segment' in log and 'image_qos_reliability:=reliable' in log, log
     for kind in ('bad_intrinsics', 'size_mismatch', 'bad_encoding'):     # throttled per kind, not globally
         assert f'bad input ({kind})' in log and 'node continues' in log, log
     # publish_tokens with a tokens model: one 32FC1 N x D Image per frame, the pipeline's tokens

@@ -50,7 +50,6 @@ def _parse_format(fmt: str) -> tuple[str, str]:
 def decode_compressed_depth(msg: Any) -> tuple[np.ndarray, str]:
     """A compressedDepth CompressedImage(-like) -> (uint16 [H,W] mm for 16UC1 | float32 [H,W] m for 32FC1,
     encoding). Raises ImageEncodingError (a ValueError) on anything else."""
-    import cv2
     fmt = str(getattr(msg, 'format', ''))
     encoding, compression = _parse_format(fmt)
     if compression != 'png':
@@ -62,9 +61,10 @@ def decode_compressed_depth(msg: Any) -> tuple[np.ndarray, str]:
         raise _error(f'compressedDepth message has {len(data)} bytes: no room for the {HEADER.size}-byte header '
                      'and a PNG')
     _, quant_a, quant_b = HEADER.unpack_from(data)
-    png = cv2.imdecode(np.frombuffer(data, np.uint8, offset=HEADER.size), cv2.IMREAD_UNCHANGED)
-    if png is None or png.dtype != np.uint16 or png.ndim != 2:
-        got = 'undecodable data' if png is None else f'a {png.dtype} image of shape {png.shape}'
+    from .image_conversion import guarded_imdecode
+    png = guarded_imdecode(np.frombuffer(data, np.uint8, offset=HEADER.size), f'compressedDepth PNG ({fmt!r})')
+    if png.dtype != np.uint16 or png.ndim != 2:
+        got = f'a {png.dtype} image of shape {png.shape}'
         raise _error(f'compressedDepth ({fmt!r}): expected a 16-bit one-channel PNG after the header, got {got}')
     if encoding != '32FC1':
         return png, encoding

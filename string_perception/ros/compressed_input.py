@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..runtime.errors import InputError
 from .approx_sync import SimpleFilter, stamp_error
 from .image_conversion import ImageEncodingError, array_to_imgmsg, compressed_imgmsg_to_array, encoding_info
 from .sequence_gaps import SequencedSubscriber
@@ -75,7 +76,7 @@ class CompressedImageInput(SequencedSubscriber):
     def pass_on(self, msg) -> None:
         try:
             image = decode_compressed_image(msg)
-        except ImageEncodingError as e:
+        except (ImageEncodingError, InputError) as e:     # InputError: refused from its header, before decoding
             if self._on_bad is not None:
                 self._on_bad(e)
             return

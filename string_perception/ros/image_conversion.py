@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ['ImageEncodingError', 'ImageData', 'CompressedImageData', 'encoding_info', 'imgmsg_to_array',
-           'array_to_imgmsg', 'compressed_imgmsg_to_array', 'array_to_compressed_imgmsg', 'compressed_format',
-           'convert_encoding',
+           'array_to_imgmsg', 'compressed_imgmsg_to_array', 'guarded_imdecode', 'array_to_compressed_imgmsg',
+           'compressed_format', 'convert_encoding',
            'BridgeError', 'FallbackBridge', 'make_bridge', 'real_cv_bridge_available', 'CONVERSION_ERRORS']
 
 
@@ -215,7 +215,6 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     rgb8, bgr8, rgba8, bgra8, mono8. ``compressedDepth`` (image_transport's depth format, see
     :mod:`.compressed_depth`) gives uint16 mm (16UC1) or float32 m (32FC1).
     """
-    import cv2
     fmt = str(getattr(msg, 'format', ''))
     if 'compresseddepth' in fmt.lower():
         from .compressed_depth import decode_compressed_depth
@@ -227,9 +226,7 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     raw = np.frombuffer(buf, dtype=np.uint8)
     if raw.size == 0:
         raise ImageEncodingError('compressed image has no data')
-    img = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
-    if img is None:
-        raise ImageEncodingError(f'could not decode compressed image (format {fmt!r}, {raw.size} bytes)')
+    img = guarded_imdecode(raw, f'compressed image (format {fmt!r}, {raw.size} bytes)')
     if desired_encoding == 'passthrough':
         return img
     if img.dtype != np.uint8:
@@ -240,6 +237,23 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     if src is None:
         raise ImageEncodingError(f'decoded image has unexpected shape {img.shape}')
     return convert_encoding(img, src, desired_encoding)
+
+
+def guarded_imdecode(raw: np.ndarray, what: str) -> np.ndarray:
+    """``cv2.imdecode(raw, IMREAD_UNCHANGED)`` after :func:`.compressed_header.check_compressed` (size from the
+    header, byte structure): a header claiming too many pixels or broken data never reaches the decoder and raises
+    :class:`~string_perception.runtime.errors.InputError` (``image_too_large`` / ``corrupt_image``); a decoder
+    failure (including a ``cv2.error``) is an ImageEncodingError."""
+    import cv2
+    from .compressed_header import check_compressed
+    check_compressed(raw.tobytes(), what)       # InputError image_too_large / corrupt_image: keeps its kind
+    try:
+        img = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
+    except cv2.error as e:
+        raise ImageEncodingError(f'could not decode {what}: {e}') from None
+    if img is None:
+        raise ImageEncodingError(f'could not decode {what}: undecodable data')
+    return img
 
 
 def _default_encoding(array: np.ndarray) -> str:

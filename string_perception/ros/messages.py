@@ -199,11 +199,24 @@ def image_to_tensor(msg: Any) -> np.ndarray:
 
 
 def camera_info_to_k(msg: Any) -> tuple[np.ndarray, tuple[int, int] | None]:
-    """CameraInfo -> (K float64 [3,3], (height, width) or None when the driver left them 0). Not validated here:
-    the pipeline checks K (``InputError('bad_intrinsics')``) against the colour image it is used with."""
-    K = np.asarray(msg.k, dtype=np.float64).reshape(3, 3)
-    hw = (int(msg.height), int(msg.width))
-    return K, (hw if hw[0] > 0 and hw[1] > 0 else None)
+    """CameraInfo -> (K float64 [3,3], (height, width) or None when the driver left them 0), for the image the
+    camera publishes: a region of interest (``roi`` with a non-zero size) and ``binning_x`` / ``binning_y`` (> 1)
+    are applied to K and the size as REP 104 defines them (pixel centres: binned pixel ``u'`` covers source
+    pixels ``b u' .. b u' + b - 1``, so ``cx' = (cx - x_offset - (b - 1) / 2) / b``). Not validated here: the
+    pipeline checks K (``InputError('bad_intrinsics')``) against the colour image it is used with."""
+    K = np.asarray(msg.k, dtype=np.float64).reshape(3, 3).copy()
+    h, w = int(msg.height), int(msg.width)
+    roi = getattr(msg, 'roi', None)
+    if roi is not None and int(roi.width) > 0 and int(roi.height) > 0:
+        K[0, 2] -= int(roi.x_offset)
+        K[1, 2] -= int(roi.y_offset)
+        h, w = int(roi.height), int(roi.width)
+    bx, by = max(1, int(getattr(msg, 'binning_x', 0) or 0)), max(1, int(getattr(msg, 'binning_y', 0) or 0))
+    if bx > 1 or by > 1:
+        K[0, :] = (K[0, :] - [0.0, 0.0, 0.5 * (bx - 1)]) / bx
+        K[1, :] = (K[1, :] - [0.0, 0.0, 0.5 * (by - 1)]) / by
+        h, w = h // by, w // bx
+    return K, ((h, w) if h > 0 and w > 0 else None)
 
 
 def transform_detections(dets: Detections, R: np.ndarray, t: np.ndarray) -> Detections:

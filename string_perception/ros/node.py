@@ -42,12 +42,16 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import cv2
 import numpy as np
 
 from . import params as P
-from .compressed_depth import decode_compressed_depth
+from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
+from .compressed_depth import HEADER as DEPTH_HEADER, decode_compressed_depth
+from .compressed_header import check_compressed
 from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
-from .frame_checks import InputWatch, StampGate, check_frame_ids, check_image_layout
+from .frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
+                           check_stamp_fields)
 from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
@@ -110,6 +114,8 @@ class StringPerceptionNode(ManagedNode):
         self._gate: StampGate | None = None        # created at activate
         self._watch: InputWatch | None = None
         self._sync_watch: SyncWatchdog | None = None   # unblocks the synchroniser (sync_watchdog.py)
+        self._colour_watch: InputWatch | None = None   # depth arriving without colour images
+        self._distortion_warned: set[str] = set()      # distortion models warned about (once each)
         self._image_gaps = None                     # SequenceGaps of the colour input, created at activate
         self._image_input = 'rclpy'                 # what delivers colour images (compressed: compressed_input)
 
@@ -144,8 +150,9 @@ class StringPerceptionNode(ManagedNode):
         self.markers.alpha, self.markers.lifetime_s = cfg['marker_alpha'], cfg['marker_lifetime']
         if self._gate is not None:
             self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']
-        if self._watch is not None:
-            self._watch.timeout_s = cfg['input_timeout']
+        for watch in (self._watch, self._colour_watch):
+            if watch is not None:
+                watch.timeout_s = cfg['input_timeout']
         if self._sync_watch is not None:
             self._sync_watch.timeout_s = cfg['input_timeout']
         if cfg['target_frame'] and self._tf is None:
@@ -244,9 +251,10 @@ class StringPerceptionNode(ManagedNode):
                  ('depth', CompressedImage if depth_packed else Image, depth_topic),
                  ('camera_info', CameraInfo, 'camera_info')]
         self._subs = []
-        self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'])
+        self._gate = StampGate(cfg['max_stamp_future'], cfg['stamp_reset_jump'], DEFAULT_LIMITS.warn_stamp_ahead_s)
         self._watch = InputWatch('image', ('depth', 'camera_info'), cfg['input_timeout'])
         self._sync_watch = SyncWatchdog([name for name, _, _ in specs], cfg['input_timeout'])
+        self._colour_watch = InputWatch('depth', ('image',), cfg['input_timeout'])
         raw_images = cfg['raw_image_input']
         self._image_input = 'image_cdr' if raw_images else 'rclpy'
         from .raw_input import RawImageSubscriber
@@ -294,7 +302,7 @@ class StringPerceptionNode(ManagedNode):
 
     def _stop_inputs(self) -> None:
         super()._stop_inputs()
-        self._watch = self._sync_watch = None
+        self._watch = self._sync_watch = self._colour_watch = None
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
@@ -315,26 +323,33 @@ class StringPerceptionNode(ManagedNode):
     # ------------------------------------------------------------------ frames
     def _on_input(self, name: str, msg=None) -> None:
         """Executor thread, every input message, before the synchroniser takes it: count it (a colour image's
-        arrival time is kept for the latency budget); a colour image while depth or camera_info is silent counts
-        as ``missing_<input>`` (the synchroniser cannot complete a frame without them); nothing synchronised for
+        arrival time is kept for the latency budget); a colour image while depth or camera_info is silent (or
+        stamped 0) counts as ``missing_<input>`` (``zero_stamp_<input>``), depth while colour is, as
+        ``missing_image``: the synchroniser cannot complete a frame without them; nothing synchronised for
         ``input_timeout`` while every input arrives unblocks the synchroniser (``sync_recoveries.<cause>``)."""
         self.stats.count_input(name)
+        stamp_ns = None if msg is None else stamp_to_ns(msg.header.stamp)
         if name == 'image' and msg is not None:
-            self._arrivals.arrived(stamp_to_ns(msg.header.stamp), self.get_clock().now().nanoseconds)
-        watch, sync_watch = self._watch, self._sync_watch
-        if watch is None:
+            self._arrivals.arrived(stamp_ns, self.get_clock().now().nanoseconds)
+        watches = [w for w in (self._watch, self._colour_watch) if w is not None]
+        if not watches:
             return
         now = time.monotonic_ns()
+        sync_watch = self._sync_watch
         if sync_watch is not None:
             sync_watch.arrived(name, now)
             if sync_watch.stuck(now) and self._sync is not None:
                 self._unblock_sync(sync_watch)
-        watch.seen(name, now)
-        if name == 'image':
-            for gone in watch.missing(now):
-                self.stats.bad_input(f'missing_{gone}')
-                self._warn(f'bad input (missing_{gone})', f'colour images arrive but no {gone} for more than '
-                           f'{watch.timeout_s:g} s: is its publisher running, and on the remapped topic?')
+        for watch in watches:
+            watch.seen(name, now, stamp_ns)
+            if name != watch.primary:
+                continue
+            for kind, gone in watch.problems(now):
+                self.stats.bad_input(kind)
+                why = 'arrives stamped 0, so it is never paired' if kind.startswith('zero_stamp_') else 'is silent'
+                arriving = 'colour images' if watch.primary == 'image' else f'{watch.primary} images'
+                self._warn(f'bad input ({kind})', f'{arriving} arrive but {gone} {why} for more than '
+                           f'{watch.timeout_s:g} s: is its publisher running, stamping, and on the remapped topic?')
 
     def _unblock_sync(self, sync_watch: SyncWatchdog) -> None:
         """Drop what blocks the synchroniser's queues (future, stale or stuck stamps), count and log why."""
@@ -356,19 +371,21 @@ class StringPerceptionNode(ManagedNode):
         if not self._active or self._worker is None:
             return
         try:
+            for what, msg in (('colour', image), ('depth', depth), ('camera_info', info)):
+                check_stamp_fields(msg.header.stamp, what)
             check_image_layout(image, 'colour')          # raw, or decoded from compressed (compressed_input)
             if self.cfg['depth_transport'] == 'raw':
                 check_image_layout(depth, 'depth')
-            check_frame_ids(image.header.frame_id, depth.header.frame_id)
-            notes = self._gate.check(stamp_to_ns(image.header.stamp), self.get_clock().now().nanoseconds)
+            notes = check_frame_ids(image.header.frame_id, depth.header.frame_id, info.header.frame_id)
+            notes += check_camera_info(info)
+            notes += self._gate.check(stamp_to_ns(image.header.stamp), self.get_clock().now().nanoseconds)
         except InputError as e:
             self.stats.bad_input(e.kind)
             self._warn(f'bad input ({e.kind})', e.message)
             return
-        for kind in notes:     # 'stamp_reset': the stamps jumped back (bag loop, restarted simulation)
+        for kind in notes:     # processed, but said: stamp_reset, stamp_ahead, empty_frame_id, distortion_ignored, ..
             self.stats.warning(kind)
-            self._warn(f'input warning ({kind})', 'stamps jumped back by more than stamp_reset_jump: taken as a '
-                       'clock reset, frames are processed again')
+            self._input_warning(kind, image, info)
         stamp_ns = stamp_to_ns(image.header.stamp)
         timing = FrameTiming(stamp_ns, self._arrivals.take(stamp_ns), synced_ns, self._now_ns)
         if self.cfg['inline_processing']:      # no hand-off: this executor thread runs the model
@@ -379,11 +396,44 @@ class StringPerceptionNode(ManagedNode):
             return
         self._worker.submit((image, depth, info, timing))
 
+    def _input_warning(self, kind: str, image, info) -> None:
+        """The throttled log line of a processed-with-a-warning frame (``distortion_ignored``: once per model)."""
+        if kind == 'distortion_ignored':
+            model = str(info.distortion_model)
+            if model in self._distortion_warned:
+                return
+            self._distortion_warned.add(model)
+            self.get_logger().warning(
+                f'input warning (distortion_ignored): CameraInfo distortion model {model!r} with non-zero '
+                'coefficients: the node never undistorts, the boxes assume a pinhole camera with K (rectify the '
+                'images first, e.g. image_proc); said once per model (counted in /diagnostics; node continues)')
+            return
+        ahead = (stamp_to_ns(image.header.stamp) - self.get_clock().now().nanoseconds) * 1e-9
+        text = {
+            'stamp_reset': 'stamps jumped back by more than stamp_reset_jump: taken as a clock reset, frames are '
+                           'processed again',
+            'stamp_ahead': f'colour image stamped {ahead:.3f} s ahead of the node clock (processed; beyond '
+                           f'{DEFAULT_LIMITS.warn_stamp_ahead_s:g} s the camera and node clocks disagree: '
+                           'synchronise them, e.g. chrony/PTP)',
+            'empty_frame_id': 'the colour image has an empty frame_id: processed, but the outputs name no frame '
+                              '(set the driver\'s frame id)',
+            'camera_info_no_size': 'CameraInfo height/width are 0: K cannot be checked against the image size '
+                                   '(only for plausibility); fill them in the driver or calibration file',
+        }.get(kind, 'frame processed')
+        self._warn(f'input warning ({kind})', text)
+
     def _on_image_info(self, info) -> None:
         """Executor thread, every colour message's MessageInfo: frames of its publisher that never arrived."""
         missed = self._image_gaps.missed(info)
         if missed:
             self.stats.drop('not_received', missed)
+            qos = self.cfg['image_qos_reliability']
+            self._warn('dropped (not_received)', f'{missed} colour frame(s) sent by the publisher never reached this '
+                       'node: overwritten in the input queue while a frame was processed (the node is slower than '
+                       f'the camera), or lost in transport{" (best-effort input QoS)" if qos != "reliable" else ""}: '
+                       'DDS drops frames it cannot carry, e.g. a 3840x2160 rgb8 frame (24.9 MB) does not fit Fast '
+                       "DDS' default 16 MiB shared-memory segment; use image_qos_reliability:=reliable or a larger "
+                       'segment')
 
     def _on_bad_stamp(self, reason: str) -> None:
         """An input whose header stamp the synchroniser would refuse (rclpy.time.Time.from_msg: negative):
@@ -392,9 +442,11 @@ class StringPerceptionNode(ManagedNode):
         self._warn('bad input (bad_stamp)', f'a header stamp the synchroniser cannot take ({reason})')
 
     def _on_bad_compressed(self, error: Exception) -> None:
-        """A compressed colour image that could not be decoded (compressed_input fallback): ``conversion``."""
-        self.stats.bad_input('conversion')
-        self._warn('bad input (conversion)', f'compressed image: {error}')
+        """A compressed colour image refused from its header (``image_too_large`` / ``corrupt_image``) or that could
+        not be decoded (``conversion``), by the compressed_input fallback."""
+        kind = getattr(error, 'kind', 'conversion')
+        self.stats.bad_input(kind)
+        self._warn(f'bad input ({kind})', f'compressed image: {error}')
 
     def _on_bad_cdr(self, error: Exception) -> None:
         """A raw (serialized) image that ``image_cdr`` could not read: counted as ``bad_cdr``, logged."""
@@ -426,6 +478,7 @@ class StringPerceptionNode(ManagedNode):
         else:
             rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
         if self.cfg['depth_transport'] == 'compressedDepth':      # cv_bridge cannot decode it: ours
+            check_compressed(memoryview(depth.data).cast('B')[DEPTH_HEADER.size:], 'compressedDepth PNG')
             dep, dep_enc = decode_compressed_depth(depth)
         else:
             raw = self.cfg['raw_image_input']
@@ -449,13 +502,14 @@ class StringPerceptionNode(ManagedNode):
         try:
             with timing.stage('decode'):
                 rgb, enc, dep, dep_enc, K, hw = self._decode(image, depth, info)
+                check_frame_plausible(rgb.shape[:2], dep, K, hw, DEFAULT_LIMITS, dep_enc)   # well-formed nonsense
             result = pipeline(rgb, dep, K, encoding=enc, depth_encoding=dep_enc, intrinsics_hw=hw,
                               stamp_s=stamp_to_ns(image.header.stamp) * 1e-9)
         except InputError as e:
             self.stats.bad_input(e.kind)
             self._warn(f'bad input ({e.kind})', e.message)
             return
-        except CONVERSION_ERRORS as e:
+        except (*CONVERSION_ERRORS, cv2.error) as e:     # cv2.error: a decoder failing in its own way
             self.stats.bad_input('conversion')
             self._warn('bad input (conversion)', str(e))
             return

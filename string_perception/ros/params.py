@@ -163,9 +163,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               'restarted simulation) and is processed; a smaller step back is dropped (out_of_order_stamp)',
               0.0, 86400.0, live=True),
     ParamSpec('input_timeout', 'double', 1.0,
-              'colour images arriving while depth or camera_info has been silent this many seconds are counted as '
-              'missing_depth / missing_camera_info; nothing synchronised this long while every input arrives unblocks '
-              'the synchroniser (sync_recoveries)', 0.05, 3600.0, live=True),
+              'colour images arriving while depth or camera_info has been silent (or stamped 0) this many seconds '
+              'are counted as missing_depth / missing_camera_info (zero_stamp_depth / zero_stamp_camera_info); '
+              'depth arriving without colour images, as missing_image; nothing synchronised this long while every '
+              'input arrives unblocks the synchroniser (sync_recoveries)', 0.05, 3600.0, live=True),
     ParamSpec('zero_copy_input', 'bool', True,
               'decode raw images as numpy views over the message buffers (false: copy them first, as before)'),
     ParamSpec('skip_unsubscribed_outputs', 'bool', True,

@@ -41,7 +41,8 @@ from .errors import InputError
 
 __all__ = [
     'ModelInputs', 'prepare_inputs', 'stack_inputs', 'to_rgb', 'mono8_to_rgb', 'bgr_to_rgb', 'rgba_to_rgb',
-    'bgra_to_rgb', 'depth_to_metres', 'center_crop_box', 'crop_resize_intrinsics', 'validate_intrinsics',
+    'bgra_to_rgb', 'depth_to_metres', 'check_depth_array', 'check_registered', 'center_crop_box',
+    'crop_resize_intrinsics', 'validate_intrinsics',
     'COLOR_ENCODINGS', 'DEPTH_ENCODINGS', 'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_SIDE', 'RESIZE_MODES', 'PAD_RGB',
     'fit_box',
 ]
@@ -178,6 +179,21 @@ def _check_depth(depth, encoding: str | None) -> np.ndarray:
     return d
 
 
+def check_depth_array(depth, encoding: str | None = None) -> np.ndarray:
+    """A depth image as ``[h,w]`` uint16 / float32 / float64 (``[h,w,1]`` squeezed), its dtype matching the ROS
+    ``encoding`` when given; ``InputError`` (``empty_image``, ``bad_shape``, ``bad_encoding``) otherwise."""
+    return _check_depth(depth, encoding)
+
+
+def check_registered(colour_hw: tuple[int, int], depth_hw: tuple[int, int]) -> None:
+    """Registered depth of another size must be the colour frame scaled by one factor, up to a pixel of rounding;
+    ``InputError('size_mismatch')`` otherwise."""
+    (h, w), (hd, wd) = colour_hw, depth_hw
+    if (hd, wd) != (h, w) and (abs(hd * w / wd - h) > 1.0 + 1e-9 or abs(wd * h / hd - w) > 1.0 + 1e-9):
+        raise InputError('size_mismatch', f'depth {wd}x{hd} is not registered to colour {w}x{h}: different aspect '
+                                          'ratio, so it cannot be resized by one factor')
+
+
 def _to_metres(raw: np.ndarray, max_depth_m: float | None) -> np.ndarray:
     """Raw depth samples (uint16 mm or float m, any shape) -> float32 metres with invalid -> 0."""
     if raw.dtype == np.uint16:
@@ -297,10 +313,7 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
                                            f'the colour image is {w}x{h}')
     K = validate_intrinsics(K, (h, w))
 
-    # Registered depth of another size must be the colour frame scaled by one factor, up to a pixel of rounding.
-    if (hd, wd) != (h, w) and (abs(hd * w / wd - h) > 1.0 + 1e-9 or abs(wd * h / hd - w) > 1.0 + 1e-9):
-        raise InputError('size_mismatch', f'depth {wd}x{hd} is not registered to colour {w}x{h}: different aspect '
-                                          'ratio, so it cannot be resized by one factor')
+    check_registered((h, w), (hd, wd))
 
     x0, y0, cw, ch = (fit_box if resize_mode == 'pad' else center_crop_box)(h, w, H, W)
     if x0 < 0 or y0 < 0:                                        # pad: the frame inside a larger window
