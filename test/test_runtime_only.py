@@ -7,6 +7,7 @@ at module level without ``pytest.importorskip``; the slow test builds the real r
 """
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -86,8 +87,11 @@ def test_a_runtime_only_venv_collects_everything_and_runs_runtime_tests(tmp_path
     env['PYTHON'] = sys.base_prefix + '/bin/python3'      # the interpreter this venv was made from
     tests = ['test/test_runtime_only.py', 'test/test_bags_format.py', 'test/test_node_launch.py',
              'test/test_runtime_pipeline.py', '-m', 'not slow']
-    proc = subprocess.run(['bash', 'scripts/runtime_only_tests.sh', str(venv), *tests], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=1200)
+    try:
+        proc = subprocess.run(['bash', 'scripts/runtime_only_tests.sh', str(venv), *tests], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)              # ~1.1 GB
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     skipped = re.search(r'(\d+) test modules skip', out)
