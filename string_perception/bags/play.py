@@ -149,7 +149,6 @@ class BagPlayer:
         finally:
             reader.close()
 
-
     def _publish_clock(self, bag_time_ns: int) -> None:
         msg = self.clock_class()
         msg.clock.sec, msg.clock.nanosec = divmod(int(bag_time_ns), 1_000_000_000)
