@@ -17,10 +17,12 @@ import string_perception  # noqa: E402
 from string_perception.encodings import ENCODING_NAMES  # noqa: E402
 from string_perception.export import export_onnx  # noqa: E402
 from string_perception.export.deployable import DeployableViTD, FoldedAttention  # noqa: E402
-from string_perception.export.graph_checks import (FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,  # noqa: E402
-                                                   forbidden_ops, op_types)
-from string_perception.export.verify import (FP32_ATOL, TEST_SEED_BASE, random_frames, scene_frames, tolerance,  # noqa: E402
-                                             verify_export)
+from string_perception.export.graph_checks import (  # noqa: E402
+    FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,
+    forbidden_ops, op_types)
+from string_perception.export.verify import (  # noqa: E402
+    FP32_ATOL, TEST_SEED_BASE, random_frames, scene_frames, tolerance,
+    verify_export)
 from string_perception.model import ViTDConfig, build_model, load_checkpoint  # noqa: E402
 from string_perception.runtime.checksum import weights_sha256  # noqa: E402
 from string_perception.runtime.errors import MetadataError  # noqa: E402
