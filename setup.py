@@ -29,6 +29,7 @@ setup(
             'string_perception_node = string_perception.ros.node:main',
             'string-perception-train = string_perception.training.train:main',
             'string-perception-evaluate = string_perception.evaluation.evaluate:main',
+            'string-perception-eval-workcell = string_perception.evaluation.workcell:main',
             'string-perception-export = string_perception.export.export_onnx:main',
             'string-perception-generate = string_perception.scenes.cli:main',
             'string-perception-play = string_perception.bags.play:main',

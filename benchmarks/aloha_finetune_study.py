@@ -61,7 +61,7 @@ def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, proces
             return cached
     frames = {'image': [], 'depth': [], 'intrinsics': [], 'state': []}
     for color, depth, K, cube in aloha_policy._pool_map(aloha_policy._start_frame, seeds, processes):
-        for k, v in prepare_inputs(color, depth, K, model_hw).feed().items():
+        for k, v in prepare_inputs(color, depth, K, model_hw, resize_mode='crop').feed().items():
             frames[k].append(v[0])
         frames['state'].append(privileged_state(cube))
     out = {k: np.stack(v) for k, v in frames.items()}

@@ -121,7 +121,8 @@ class CubeEstimator:
     def __call__(self, obs) -> np.ndarray:
         import torch
         from string_perception.runtime.preprocess import prepare_inputs
-        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size)
+        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size,
+                             resize_mode='crop')
         image, depth, K = (torch.as_tensor(v) for v in inp.feed().values())
         with torch.no_grad():
             return self.aux(self.policy.embedding(image, depth, K))[0].numpy()                  # [3]
@@ -140,7 +141,8 @@ class TorchActor:
     def __call__(self, obs):
         import torch
         from string_perception.runtime.preprocess import prepare_inputs
-        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size)
+        inp = prepare_inputs(obs.color, obs.depth, obs.K, self.policy.vitd.config.image_size,
+                             resize_mode='crop')
         with torch.no_grad():
             return self.policy(*(torch.as_tensor(v) for v in inp.feed().values()),
                                torch.as_tensor(obs.qpos, dtype=torch.float32)[None])[0].numpy()   # [K,14]
@@ -288,7 +290,7 @@ def cmd_probe(args) -> int:
     size = policy.vitd.config.image_size
     frames = {'image': [], 'depth': [], 'intrinsics': []}
     for color, depth, K, _ in shots:
-        for k, v in prepare_inputs(color, depth, K, size).feed().items():
+        for k, v in prepare_inputs(color, depth, K, size, resize_mode='crop').feed().items():
             frames[k].append(v[0])
     frames = {k: np.stack(v) for k, v in frames.items()}
     tokens = encode_tokens(policy, frames, progress=False).float()                      # [S,N,D]

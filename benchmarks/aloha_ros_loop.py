@@ -99,7 +99,8 @@ def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Pa
     env.update(PYTHONUNBUFFERED='1', PYTHONPATH=os.pathsep.join(p for p in (str(REPO), env.get('PYTHONPATH')) if p))
     cam = {'image': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
            'camera_info': '/camera/color/camera_info'}
-    node_params = {'providers': ['CPUExecutionProvider'], **{f'{k}_qos_reliability': 'reliable' for k in cam}}
+    node_params = {'providers': ['CPUExecutionProvider'], 'resize_mode': 'crop',   # as the policy was trained
+                   **{f'{k}_qos_reliability': 'reliable' for k in cam}}
     out = work / 'ros_loop.json'
     procs = [ChildProcess('perception', node_command(perception, params=node_params, remaps=cam), env,
                           work / 'perception.log', cwd=REPO),

@@ -16,6 +16,7 @@ from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
 from string_perception.ros.aloha_launch import DEFAULT_POLICY_NODE_NAME, aloha_policy_actions
+from string_perception.ros.launch_setup import BOOL_CHOICES
 
 PACKAGE = 'string_perception'
 
@@ -25,9 +26,11 @@ def generate_launch_description() -> LaunchDescription:
     loopback = IfCondition(LaunchConfiguration('loopback_only'))
     args = [
         DeclareLaunchArgument('model_path', default_value='',
-                              description='perception ONNX whose embedding the policy consumes (empty = shipped)'),
-        DeclareLaunchArgument('policy_model_path', description='policy ONNX (runtime/policy_model.py contract)',
-                              default_value=''),
+                              description='perception ONNX whose embedding the policy consumes (empty: the config '
+                                          "file's, else the shipped model)"),
+        DeclareLaunchArgument('policy_model_path', default_value='',
+                              description='policy ONNX (runtime/policy_model.py contract); required, empty is '
+                                          'refused at launch'),
         DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated cube seeds'),
         DeclareLaunchArgument('steps', default_value='400', description='control steps per episode'),
         DeclareLaunchArgument('results', default_value='', description='JSON file for the episode results'),
@@ -38,10 +41,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('policy_node_name', default_value=DEFAULT_POLICY_NODE_NAME),
         DeclareLaunchArgument('config', default_value=PathJoinSubstitution([share, 'config', 'default.yaml']),
                               description='perception node parameters file'),
-        DeclareLaunchArgument('use_sim_time', default_value='true', choices=['true', 'false']),
+        DeclareLaunchArgument('use_sim_time', default_value='true', choices=BOOL_CHOICES),
         DeclareLaunchArgument('log_level', default_value='info',
                               choices=['debug', 'info', 'warn', 'error', 'fatal']),
-        DeclareLaunchArgument('loopback_only', default_value='true', choices=['true', 'false'],
+        DeclareLaunchArgument('loopback_only', default_value='true', choices=BOOL_CHOICES,
                               description='keep DDS traffic on this host (the shipped Fast DDS profile)'),
         DeclareLaunchArgument('fastdds_profile',
                               default_value=PathJoinSubstitution([share, 'config', 'fastdds_loopback.xml'])),

@@ -61,6 +61,28 @@ def test_the_three_processes_are_remapped_into_one_loop(description, namespace):
 
 def test_bad_arguments_are_refused(description):
     with pytest.raises(ValueError, match='seeds'):
-        _run(description, seeds='a,b')
+        _run(description, seeds='a,b', policy_model_path='/p.onnx')
     with pytest.raises(ValueError, match='use_sim_time'):
-        _run(description, use_sim_time='perhaps')
+        _run(description, use_sim_time='perhaps', policy_model_path='/p.onnx')
+
+
+@pytest.mark.parametrize('empty', ['', '  '])
+def test_an_empty_policy_model_path_is_refused_at_launch(description, empty):
+    with pytest.raises(ValueError, match='policy_model_path:= is required'):
+        _run(description, policy_model_path=empty)
+    with pytest.raises(ValueError, match='policy_model_path'):
+        _run(description)                                # not given at all
+
+
+def test_the_config_files_model_path_holds_unless_given(description):
+    perception = _by_executable(_run(description, policy_model_path='/p.onnx'))['string_perception_node']
+    assert 'model_path' not in perception['parameters'][1]      # the config file's (else the shipped model)
+    given = _by_executable(_run(description, policy_model_path='/p.onnx', model_path='/m.onnx'))
+    assert given['string_perception_node']['parameters'][1]['model_path'] == '/m.onnx'
+
+
+@pytest.mark.parametrize('text, value', [('True', True), ('False', False), ('true', True), ('false', False)])
+def test_boolean_arguments_take_either_case(description, text, value):
+    nodes = _by_executable(_run(description, policy_model_path='/p.onnx', use_sim_time=text, loopback_only=text))
+    assert nodes['string_perception_node']['parameters'][1]['use_sim_time'] is value
+    assert nodes['string_perception_policy']['parameters'][0]['use_sim_time'] is value

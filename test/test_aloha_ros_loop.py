@@ -48,7 +48,7 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
     perception, policy_path, policy = _files(tmp_path)
     cam = {'image': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
            'camera_info': '/camera/color/camera_info'}
-    node_params = {'providers': ['CPUExecutionProvider'], 'intra_op_threads': 1,
+    node_params = {'providers': ['CPUExecutionProvider'], 'intra_op_threads': 1, 'resize_mode': 'crop',
                    **{f'{k}_qos_reliability': 'reliable' for k in cam}}
     trace, out = tmp_path / 'trace', tmp_path / 'loop.json'
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:

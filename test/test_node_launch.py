@@ -77,8 +77,12 @@ def _run(description, **overrides):
         cfg[name] = str(_resolve(default)) if _resolve(default) is not None else default
         if 'choices' in arg.kwargs:
             assert cfg[name] in arg.kwargs['choices'], name
+    declared = _declared(description)
     for name, value in overrides.items():
         assert name in cfg, f'{name} is not a launch argument'
+        choices = declared[name].kwargs.get('choices')
+        if choices is not None and value not in choices:     # launch's DeclareLaunchArgument refuses it (exit 1)
+            raise ValueError(f'argument {name}:={value!r} not in choices {choices}')
         cfg[name] = value
     opaque = next(a for a in description if type(a).__name__ == 'OpaqueFunction')
     return opaque.kwargs['function'](types.SimpleNamespace(launch_configurations=cfg))
@@ -121,26 +125,39 @@ def test_default_launch_starts_one_lifecycle_node_with_realsense_topics(descript
     assert dict(node['remappings']) == {'image': '/camera/camera/color/image_raw',
                                         'depth': '/camera/camera/aligned_depth_to_color/image_raw',
                                         'camera_info': '/camera/camera/color/camera_info'}
-    params_file, overrides = node['parameters']
+    (params_file,) = node['parameters']              # nothing given: the config file alone decides
     assert Path(params_file) == REPO / 'config' / 'default.yaml'
-    assert overrides == {'model_path': '', 'autostart': True, 'use_sim_time': False}
-    assert all(k in P.SPECS or k == 'use_sim_time' for k in overrides)
     assert node['arguments'] == ['--ros-args', '--log-level', 'info']
 
 
 def test_launch_arguments_reach_the_node(description):
     node = _run(description, namespace='/cell', node_name='left', autostart='false', use_sim_time='true',
-                log_level='debug', driver='zed', camera='/zed2i/zed_node', model_path='/m.onnx')[0].kwargs
+                log_level='debug', driver='zed', camera_name='zed2i', model_path='/m.onnx')[0].kwargs
     assert (node['namespace'], node['name']) == ('/cell', 'left')
     assert node['parameters'][1] == {'model_path': '/m.onnx', 'autostart': False, 'use_sim_time': True}
+    assert all(k in P.SPECS or k == 'use_sim_time' for k in node['parameters'][1])
     assert node['arguments'][-1] == 'debug'
-    assert dict(node['remappings']) == {'image': '/zed2i/zed_node/rgb/image_rect_color',
+    assert dict(node['remappings']) == {'image': '/zed2i/zed_node/rgb/color/rect/image',
                                         'depth': '/zed2i/zed_node/depth/depth_registered',
-                                        'camera_info': '/zed2i/zed_node/rgb/camera_info'}
+                                        'camera_info': '/zed2i/zed_node/rgb/color/rect/camera_info'}
+    rooted = _run(description, camera='/my/cam')[0].kwargs
+    assert dict(rooted['remappings'])['image'] == '/my/cam/color/image_raw'
     explicit = _run(description, depth='/my/depth')[0].kwargs
     assert dict(explicit['remappings'])['depth'] == '/my/depth'
     with pytest.raises(ValueError, match='autostart'):
         _run(description, autostart='maybe')
+
+
+@pytest.mark.parametrize('text, value', [('true', True), ('True', True), ('false', False), ('False', False)])
+def test_boolean_arguments_take_either_case(description, multi, text, value):
+    node = _run(description, autostart=text, use_sim_time=text, use_rviz=text, loopback_only=text)[0].kwargs
+    assert node['parameters'][1] == {'autostart': value, 'use_sim_time': value}
+    assert _nodes(_run(multi, autostart=text, use_sim_time=text, loopback_only=text))[0].kwargs[
+        'parameters'][1] == {'autostart': value, 'use_sim_time': value}
+    for desc in (description, multi):                   # loopback_only feeds IfCondition, which lower-cases
+        for arg in _declared(desc).values():
+            if set(arg.kwargs.get('choices') or ()) & {'true', 'false'}:
+                assert {'true', 'false', 'True', 'False'} <= set(arg.kwargs['choices']), arg.args[0]
 
 
 @pytest.mark.parametrize('driver', sorted(LS.DRIVERS))
@@ -148,8 +165,54 @@ def test_every_driver_preset_gives_three_distinct_absolute_topics(driver):
     t = LS.camera_topics(driver)
     topics = [t['image'], t['depth'], t['camera_info']]
     assert len(set(topics)) == 3 and all(x.startswith('/') and '//' not in x for x in topics)
-    assert t['frame'].endswith('optical_frame')
-    assert LS.camera_topics(driver, '/cam_a')['image'].startswith('/cam_a/')
+    assert 'optical' in t['frame'] and t['frame'].startswith(LS.DRIVERS[driver].camera + '_')
+    assert LS.camera_topics(driver, root='/cam_a')['image'].startswith('/cam_a/')
+    assert (REPO / 'config' / LS.DRIVERS[driver].params_file).is_file()
+
+
+# Each driver version's layout, read from its source (see DriverPreset.checked and the README's driver table):
+# (driver, camera_name, camera_namespace) -> image, depth, camera_info, colour optical frame.
+PRESETS = {
+    ('realsense', '', ''): ('/camera/camera/color/image_raw', '/camera/camera/aligned_depth_to_color/image_raw',
+                            '/camera/camera/color/camera_info', 'camera_color_optical_frame'),
+    ('realsense', 'cam_high', ''): ('/camera/cam_high/color/image_raw',
+                                    '/camera/cam_high/aligned_depth_to_color/image_raw',
+                                    '/camera/cam_high/color/camera_info', 'cam_high_color_optical_frame'),
+    ('realsense', 'cam_high', 'aloha'): ('/aloha/cam_high/color/image_raw',
+                                         '/aloha/cam_high/aligned_depth_to_color/image_raw',
+                                         '/aloha/cam_high/color/camera_info', 'cam_high_color_optical_frame'),
+    ('realsense_4.51', 'cam_high', ''): ('/cam_high/cam_high/color/image_raw',
+                                         '/cam_high/cam_high/aligned_depth_to_color/image_raw',
+                                         '/cam_high/cam_high/color/camera_info', 'cam_high_color_optical_frame'),
+    ('zed', '', ''): ('/zed/zed_node/rgb/color/rect/image', '/zed/zed_node/depth/depth_registered',
+                      '/zed/zed_node/rgb/color/rect/camera_info', 'zed_left_camera_frame_optical'),
+    ('zed_5.0', '', ''): ('/zed/zed_node/rgb/image_rect_color', '/zed/zed_node/depth/depth_registered',
+                          '/zed/zed_node/rgb/camera_info', 'zed_left_camera_optical_frame'),
+    ('zed', 'zed2i', ''): ('/zed2i/zed_node/rgb/color/rect/image', '/zed2i/zed_node/depth/depth_registered',
+                           '/zed2i/zed_node/rgb/color/rect/camera_info', 'zed2i_left_camera_frame_optical'),
+    ('depthai', '', ''): ('/oak/rgb/image_raw', '/oak/stereo/image_raw', '/oak/rgb/camera_info',
+                          'oak_rgb_camera_optical_frame'),
+    ('orbbec', '', ''): ('/camera/color/image_raw', '/camera/depth/image_raw', '/camera/color/camera_info',
+                         'camera_color_optical_frame'),
+}
+
+
+@pytest.mark.parametrize('key', sorted(PRESETS))
+def test_driver_presets_follow_each_driver_version(key):
+    driver, name, namespace = key
+    t = LS.camera_topics(driver, name, namespace)
+    assert (t['image'], t['depth'], t['camera_info'], t['frame']) == PRESETS[key]
+
+
+def test_readme_driver_table_names_every_preset_its_version_and_file():
+    text = (REPO / 'README.md').read_text()
+    rows = {line.split('|')[1].strip(' `').split('`')[0].removeprefix('driver:='): line
+            for line in text.splitlines() if line.startswith('| `') and 'driver' not in line.split('|')[1]}
+    for key, preset in LS.DRIVERS.items():
+        row = rows.get(key)
+        assert row is not None, f'README driver table has no row for {key}'
+        assert preset.driver in row and preset.params_file in row
+        assert LS.camera_topics(key)['image'] in row and LS.camera_topics(key)['depth'] in row
 
 
 def test_loopback_profile_only_when_asked(description, multi):
@@ -170,14 +233,21 @@ def test_multi_camera_launch_one_node_per_aloha_camera(multi):
     assert [type(n).__name__ for n in nodes] == ['LifecycleNode'] * 3
     names = [n.kwargs['name'] for n in nodes]
     assert names == [f'{P.NODE_NAME}_{c}' for c in LS.ALOHA_CAMERAS]
+    # realsense2_camera >= 4.55 rs_launch.py camera_name:=<c>: /<camera_namespace = camera>/<c>/...
     images = [dict(n.kwargs['remappings'])['image'] for n in nodes]
-    assert images == [f'/{c}/color/image_raw' for c in LS.ALOHA_CAMERAS]
+    assert images == [f'/camera/{c}/color/image_raw' for c in LS.ALOHA_CAMERAS]
+    assert dict(nodes[0].kwargs['remappings'])['depth'] == '/camera/cam_high/aligned_depth_to_color/image_raw'
     outputs = {LS.node_fqn(n.kwargs['namespace'], n.kwargs['name']) + '/detections' for n in nodes}
     assert len(outputs) == 3                           # ~/detections of each node is its own topic
+    assert all(n.kwargs['parameters'] == [str(REPO / 'config' / 'default.yaml')] for n in nodes)
+    ns = _nodes(_run(multi, camera_namespace='aloha'))
+    assert dict(ns[2].kwargs['remappings'])['camera_info'] == '/aloha/cam_right_wrist/color/camera_info'
     two = _nodes(_run(multi, cameras='a, b', namespace='cell', driver='depthai'))
     assert [LS.node_fqn(n.kwargs['namespace'], n.kwargs['name']) for n in two] == \
         ['/cell/string_perception_a', '/cell/string_perception_b']
     assert dict(two[1].kwargs['remappings'])['depth'] == '/b/stereo/image_raw'
+    zed = _nodes(_run(multi, cameras='left', driver='zed'))
+    assert dict(zed[0].kwargs['remappings'])['image'] == '/left/zed_node/rgb/color/rect/image'
     with pytest.raises(ValueError, match='distinct'):
         _run(multi, cameras='a,a')
 
@@ -192,9 +262,44 @@ def test_rviz_follows_namespace_node_name_and_frame(description):
     assert displays['Detections']['Topic']['Value'] == '/cell/left/markers'
     assert displays['Debug image']['Topic']['Value'] == '/cell/left/debug_image'
     assert displays['Camera image']['Topic']['Value'] == '/camera/color/image_raw'
+    assert displays['Detections 3D']['Topic']['Value'] == '/cell/left/detections'
     framed = _run(description, use_rviz='true', fixed_frame='base_link')[1]
     assert yaml.safe_load(Path(framed.kwargs['arguments'][1]).read_text())[
         'Visualization Manager']['Global Options']['Fixed Frame'] == 'base_link'
+    named = _run(description, use_rviz='true', driver='realsense', camera_name='cam_high')[1]
+    assert yaml.safe_load(Path(named.kwargs['arguments'][1]).read_text())[
+        'Visualization Manager']['Global Options']['Fixed Frame'] == 'cam_high_color_optical_frame'
+
+
+def _rviz_sim_time(actions):
+    (rviz,) = [a for a in actions if a.kwargs['package'] == 'rviz2']
+    (params,) = rviz.kwargs['parameters']
+    return params['use_sim_time']
+
+
+def test_rviz_runs_on_sim_time_when_the_node_does(description, tmp_path):
+    assert _rviz_sim_time(_run(description, use_rviz='true', use_sim_time='true')) is True
+    assert _rviz_sim_time(_run(description, use_rviz='True', use_sim_time='False')) is False
+    assert _rviz_sim_time(_run(description, use_rviz='true')) is False          # default.yaml: wall time
+    sim = tmp_path / 'sim.yaml'                          # not given: the config file's value for this node
+    sim.write_text('/**:\n  ros__parameters:\n    use_sim_time: true\n')
+    assert _rviz_sim_time(_run(description, use_rviz='true', config=str(sim))) is True
+    assert _rviz_sim_time(_run(description, use_rviz='true', config=str(sim), use_sim_time='false')) is False
+    other = tmp_path / 'other.yaml'                      # keyed to another node: does not apply
+    other.write_text('/other_node:\n  ros__parameters:\n    use_sim_time: true\n')
+    assert _rviz_sim_time(_run(description, use_rviz='true', config=str(other))) is False
+
+
+def test_file_parameter_reads_the_entry_that_applies_to_the_node(tmp_path):
+    f = tmp_path / 'p.yaml'
+    f.write_text(yaml.safe_dump({'/**': {'ros__parameters': {'model_path': '/all.onnx'}},
+                                 '/cell/left': {'ros__parameters': {'model_path': '/left.onnx'}},
+                                 '/*/right': {'ros__parameters': {'model_path': '/right.onnx'}}}))
+    assert LS.file_parameter(f, '/cell/left', 'model_path') == '/left.onnx'
+    assert LS.file_parameter(f, '/cell/right', 'model_path') == '/right.onnx'
+    assert LS.file_parameter(f, '/a/b/right', 'model_path') == '/all.onnx'     # '*' is one token
+    assert LS.file_parameter(f, '/x', 'score_threshold') is None
+    assert LS.file_parameter(tmp_path / 'missing.yaml', '/x', 'model_path') is None
 
 
 def test_setup_installs_launch_and_config_files():
@@ -211,10 +316,107 @@ def test_rviz_config_shows_the_node_outputs():
     assert markers['Topic']['Value'] == f'/{P.NODE_NAME}/markers'
     assert set(markers['Namespaces']) == {BOX_NS, TEXT_NS}
     assert displays['Debug image']['Topic']['Value'] == f'/{P.NODE_NAME}/debug_image'
+    # the debug image display is on exactly when the node publishes it by default
+    assert displays['Debug image']['Enabled'] is P.SPECS['publish_debug_image'].default
+    # Detection3DArray display (vision_msgs_rviz_plugins): off, because that plugin package is not a dependency
+    # and may be absent; the markers show the same boxes with only rviz_default_plugins
+    det = displays['Detections 3D']
+    assert det['Class'] == 'vision_msgs_rviz_plugins/Detection3DArray' and det['Enabled'] is False
+    assert det['Topic']['Value'] == f'/{P.NODE_NAME}/detections'
+    assert det['Topic']['Reliability Policy'] == 'Reliable'
     # the node's outputs are reliable by default: a reliable RViz subscription matches them
     assert P.SPECS['output_qos_reliability'].default == 'reliable'
     assert markers['Topic']['Reliability Policy'] == 'Reliable'
 
+
+# ------------------------------------------------------------- parameter precedence, decided by the real rcl
+# launch_ros Node (launch_ros/actions/node.py, _perform_substitutions / _create_params_file_from_dict) turns the
+# ``parameters`` list, in order, into ``--params-file`` arguments: a path as given, a dict written to a temporary
+# file keyed by the node's full name. Which value wins is then rcl's rule, so the script below hands those files
+# to a real rclpy node and reads what it got.
+EFFECTIVE_SCRIPT = '''
+import json, sys
+import rclpy
+from rclpy.node import Node
+out = []
+for args in json.loads(sys.argv[1]):
+    ctx = rclpy.Context()
+    rclpy.init(args=['x', '--ros-args', *args], context=ctx)
+    node = Node('string_perception', context=ctx, automatically_declare_parameters_from_overrides=True)
+    out.append({k: node.get_parameter(k).value for k in ('model_path', 'autostart', 'score_threshold')
+                if node.has_parameter(k)})
+    node.destroy_node()
+    rclpy.shutdown(context=ctx)
+print(json.dumps(out))
+'''
+
+
+def _launch_ros_params_args(parameters, fqn, tmp_path):
+    args = []
+    for i, entry in enumerate(parameters):
+        if isinstance(entry, dict):
+            path = tmp_path / f'launch_params_{i}.yaml'
+            path.write_text(yaml.safe_dump({fqn: {'ros__parameters': entry}}))
+            entry = path
+        args += ['--params-file', str(entry)]
+    return args
+
+
+def test_a_config_files_own_values_hold_unless_the_argument_is_given(description, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from ros_helpers import reserved_domain_id, ros_skip_reason, ros_test_env
+    if ros_skip_reason():
+        pytest.skip(ros_skip_reason())
+    user = tmp_path / 'my.yaml'                      # a user's file, keyed /** like config/default.yaml
+    user.write_text('/**:\n  ros__parameters:\n    model_path: /user.onnx\n    autostart: false\n'
+                    '    score_threshold: 0.4\n')
+    cases = [dict(config=str(user)),                                            # nothing given: the file
+             dict(config=str(user), model_path='/arg.onnx', autostart='True'),   # given: the arguments
+             dict()]                                                            # default.yaml, nothing given
+    runs = []
+    for i, overrides in enumerate(cases):
+        node = _run(description, **overrides)[0].kwargs
+        (tmp_path / str(i)).mkdir()
+        runs.append(_launch_ros_params_args(node['parameters'], LS.node_fqn(node['namespace'], node['name']),
+                                            tmp_path / str(i)))
+    with reserved_domain_id() as domain:
+        done = subprocess.run([sys.executable, '-c', EFFECTIVE_SCRIPT, json.dumps(runs)], env=ros_test_env(domain),
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from_file, from_args, default = json.loads(done.stdout.strip().splitlines()[-1])
+    assert from_file == {'model_path': '/user.onnx', 'autostart': False, 'score_threshold': 0.4}
+    assert from_args == {'model_path': '/arg.onnx', 'autostart': True, 'score_threshold': 0.4}
+    assert default['model_path'] == P.SPECS['model_path'].default and default['autostart'] is True
+
+
+def _flat(d, prefix=''):
+    """{'a': {'b': 1}} -> {'a.b': 1} (ROS 2 nested parameter names)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f'{prefix}{k}.'))
+        else:
+            out[f'{prefix}{k}'] = v
+    return out
+
+
+def test_driver_parameter_files_ask_for_depth_registered_to_colour():
+    def params(name):
+        data = yaml.safe_load((REPO / 'config' / name).read_text())
+        if '/**' in data:                            # a ROS 2 parameters file (zed, depthai)
+            return _flat(data['/**']['ros__parameters'])
+        return data                                  # a flat dict the driver's launch merges (realsense, orbbec)
+    assert params('driver_realsense.yaml')['align_depth.enable'] is True
+    zed = params('driver_zed.yaml')
+    assert zed['depth.depth_mode'] != 'NONE' and zed['depth.openni_depth_mode'] is False   # 32FC1 m, as the table
+    assert zed['video.publish_rgb'] is True and zed['depth.publish_depth_map'] is True
+    depthai = params('driver_depthai.yaml')
+    assert depthai['stereo.i_align_depth'] is True
+    assert depthai['pipeline_gen.i_pipeline_type'] == depthai['camera.i_pipeline_type'] == 'RGBD'
+    assert params('driver_orbbec.yaml')['depth_registration'] is True
+    assert {LS.DRIVERS[k].depth_encoding for k in ('zed', 'zed_5.0')} == {'32FC1'}
 
 # --- launch/replay.launch.py: a recording played into the node on the bag's time -------------------------------
 

@@ -7,7 +7,7 @@ import pytest
 
 from ros_helpers import ros_skip_reason
 from string_perception.box_ops import quaternion_to_rotation, rotation_to_quaternion
-from string_perception.ros.diagnostics import STATUS_NAME, NodeStats, diagnostic_array
+from string_perception.ros.diagnostics import NodeStats, diagnostic_array, status_name
 from string_perception.ros.latest import LatestWorker
 from string_perception.runtime.postprocess import Detections
 
@@ -129,7 +129,8 @@ def test_markers_replace_by_id_and_delete_leftovers():
         (ns, i, t, Marker.ADD) for i in range(3) for ns, t in kinds]
     cube = m1.markers[0]
     assert (cube.scale.x, cube.scale.y, cube.scale.z) == tuple(d.sizes[0])
-    assert cube.color.a == pytest.approx(0.3) and cube.lifetime.sec == 0 and cube.header.frame_id == 'cam_optical'
+    assert cube.color.a == pytest.approx(0.3) and cube.header.frame_id == 'cam_optical'
+    assert (cube.lifetime.sec, cube.lifetime.nanosec) == (1, 0)              # the default marker_lifetime
     # class 0: hue 0.08, saturation 0.85, value 0.95 -> (v, v(1 - s(1 - f)), v(1 - s)) with f = 6 * 0.08 = 0.48
     assert (cube.color.r, cube.color.g, cube.color.b) == pytest.approx((0.95, 0.95 * (1 - 0.85 * 0.52), 0.95 * 0.15))
     assert (m1.markers[2].color.r, m1.markers[2].color.g, m1.markers[2].color.b) != \
@@ -199,18 +200,19 @@ def test_diagnostic_array_levels_and_keys():
     s.count_input('image')
     s.count_synced()
     s.frame_done(12.0, 3.0)
-    arr = diagnostic_array(s.snapshot(), Time(sec=5), hardware_id='/string_perception', provider='CPUExecutionProvider')
+    arr = diagnostic_array(s.snapshot(), Time(sec=5), node_name='string_perception', hardware_id='/string_perception',
+                           provider='CPUExecutionProvider')
     st = arr.status[0]
-    assert st.name == STATUS_NAME and st.level == b'\x00' and arr.header.stamp.sec == 5
+    assert st.name == status_name('string_perception') and st.level == b'\x00' and arr.header.stamp.sec == 5
     kv = {v.key: v.value for v in st.values}
     assert kv['execution_provider'] == 'CPUExecutionProvider' and kv['latency_ms_p50'] == '12.000'
     assert kv['drops.stale'] == '0' and 'drops.unsynchronised' in kv
     s.bad_input('size_mismatch')
-    assert diagnostic_array(s.snapshot(), Time(), hardware_id='x', provider='p').status[0].level == b'\x01'
+    assert diagnostic_array(s.snapshot(), Time(), node_name='n', hardware_id='x', provider='p').status[0].level == b'\x01'
     s.error('runtime_failure')
-    st = diagnostic_array(s.snapshot(), Time(), hardware_id='x', provider='p').status[0]
+    st = diagnostic_array(s.snapshot(), Time(), node_name='n', hardware_id='x', provider='p').status[0]
     assert st.level == b'\x02' and 'runtime_failure' in st.message
-    assert diagnostic_array(NodeStats().snapshot(), Time(), hardware_id='x', provider='p',
+    assert diagnostic_array(NodeStats().snapshot(), Time(), node_name='n', hardware_id='x', provider='p',
                             active=False).status[0].message == 'inactive'
 
 

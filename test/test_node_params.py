@@ -153,8 +153,17 @@ def test_tf2_available_follows_the_import(monkeypatch):
     import types
     monkeypatch.setitem(sys.modules, 'tf2_ros', None)             # import raises ImportError
     assert P.tf2_available() is False
-    monkeypatch.setitem(sys.modules, 'tf2_ros', types.ModuleType('tf2_ros'))
+    monkeypatch.setitem(sys.modules, 'tf2_ros', _tf2_stand_in(types))
     assert P.tf2_available() is True
+    monkeypatch.setitem(sys.modules, 'tf2_ros', types.ModuleType('tf2_ros'))     # importable, but nothing in it
+    assert P.tf2_available() is False
+
+
+def _tf2_stand_in(types):
+    """A module with what ros/tf_lookup.py uses of tf2_ros (test_node_outputs.py checks each one)."""
+    mod = types.ModuleType('tf2_ros')
+    mod.Buffer, mod.TransformListener, mod.TransformException = object, object, Exception
+    return mod
 
 
 def test_trt_cache_dir(monkeypatch, tmp_path):
@@ -222,7 +231,7 @@ def test_score_threshold_zero_and_provider_rules():
 def test_target_frame_asks_tf2_available_when_not_told(monkeypatch):
     import sys
     import types
-    monkeypatch.setitem(sys.modules, 'tf2_ros', types.ModuleType('tf2_ros'))
+    monkeypatch.setitem(sys.modules, 'tf2_ros', _tf2_stand_in(types))
     assert P.validate('target_frame', 'base_link') == 'base_link'
     monkeypatch.setitem(sys.modules, 'tf2_ros', None)
     with pytest.raises(ValueError) as e:

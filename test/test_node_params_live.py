@@ -1,5 +1,6 @@
 """Every live parameter set on an active node lands where it acts (pipeline, markers, stamp gate, input watch,
-the frame config); a non-live one waits for the next configure; deactivate clears RViz with one DELETEALL."""
+the frame config, ~/label_info's threshold); a non-live one waits for the next configure; deactivate clears RViz
+with one DELETEALL; /diagnostics names its status after the node."""
 import json
 import textwrap
 
@@ -13,7 +14,7 @@ needs_ros = pytest.mark.skipif(ros_skip_reason('vision_msgs') is not None, reaso
 # live parameter -> a valid value different from its default (target_frame needs tf2_ros, absent off a ROS install)
 LIVE_VALUES = {
     'score_threshold': 0.42, 'nms_iou': 0.45, 'max_detections': 7, 'pre_nms_top_k': 33, 'max_depth_m': 4.5,
-    'publish_markers': False, 'marker_alpha': 0.8, 'publish_embedding': False, 'publish_tokens': True,
+    'publish_markers': False, 'marker_alpha': 0.8, 'marker_lifetime': 2.5, 'publish_embedding': False, 'publish_tokens': True,
     'publish_debug_image': True, 'tf_timeout': 0.2, 'max_stamp_future': 3.5, 'stamp_reset_jump': 0.75,
     'input_timeout': 2.5, 'log_throttle': 1.5,
 }
@@ -23,19 +24,37 @@ SCRIPT = textwrap.dedent('''
     import json, sys, time
     import rclpy
     from rclpy.parameter import Parameter
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from vision_msgs.msg import LabelInfo
     from visualization_msgs.msg import Marker, MarkerArray
     from string_perception.ros.node import StringPerceptionNode, SUCCESS
     live, not_live = json.loads(sys.argv[2]), json.loads(sys.argv[3])
     rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'model_path:=' + sys.argv[1],
                      '-p', 'providers:=["CPUExecutionProvider"]'])
-    node = StringPerceptionNode()
+    node = StringPerceptionNode('cam_left_perception')     # a launch file's node_name: the diagnostics status's
     out = {'configure': node.trigger_configure() == SUCCESS, 'activate': node.trigger_activate() == SUCCESS}
+    peer = rclpy.create_node('label_info_listener')
+    infos, diags = [], []
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    peer.create_subscription(LabelInfo, node._pubs['label_info'].topic_name, infos.append, latched)
+    peer.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
+
+    def spin_until(cond, seconds=60):          # discovery on a loaded 2-core machine can take a while
+        deadline = time.monotonic() + seconds
+        while not cond() and time.monotonic() < deadline:
+            rclpy.spin_once(peer, timeout_sec=0.05)
+    spin_until(lambda: infos)
+    spin_until(lambda: node._pubs['diagnostics'].get_subscription_count() > 0)
+    node._publish_diagnostics()
+    spin_until(lambda: diags)
+    out['diagnostics_names'] = [st.name for d in diags for st in d.status]
 
     def sinks():
         pp = node.pipeline.params
         return {'pipeline': {k: pp[k] for k in ('score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k',
                                                 'max_depth_m', 'nms_class_agnostic', 'multi_label')},
-                'marker_alpha': node.markers.alpha,
+                'marker_alpha': node.markers.alpha, 'marker_lifetime': node.markers.lifetime_s,
                 'gate': [node._gate.max_future_s, node._gate.reset_jump_s], 'watch': node._watch.timeout_s,
                 'cfg': {k: node.cfg[k] for k in list(live) + list(not_live)},
                 'sync_slop': node._sync.slop if hasattr(node._sync, 'slop') else None}
@@ -44,6 +63,9 @@ SCRIPT = textwrap.dedent('''
     r = node.set_parameters([Parameter(k, value=v) for k, v in live.items()])
     out['live_ok'] = [x.successful for x in r]
     out['after_live'] = sinks()
+    spin_until(lambda: len(infos) >= 2)
+    out['label_info_thresholds'] = [m.threshold for m in infos]
+    peer.destroy_node()
     r = node.set_parameters([Parameter(k, value=v) for k, v in not_live.items()])
     out['not_live_ok'] = [x.successful for x in r]
     out['after_not_live'] = sinks()
@@ -120,7 +142,12 @@ def test_every_live_parameter_reaches_its_sink_while_active(tmp_path, model_path
                                  'max_detections': v['max_detections'], 'pre_nms_top_k': v['pre_nms_top_k'],
                                  'max_depth_m': v['max_depth_m'], 'nms_class_agnostic': True, 'multi_label': True}
     assert before['pipeline']['nms_class_agnostic'] is False and before['pipeline']['multi_label'] is False
-    assert after['marker_alpha'] == v['marker_alpha']
+    assert after['marker_alpha'] == v['marker_alpha'] and after['marker_lifetime'] == v['marker_lifetime']
+    # ~/label_info: the configure-time threshold, then the live one (latched, so late subscribers get it too)
+    thresholds = out['label_info_thresholds']
+    assert len(thresholds) == 2 and thresholds[1] == pytest.approx(v['score_threshold']), thresholds
+    assert thresholds[0] != pytest.approx(v['score_threshold']), thresholds
+    assert out['diagnostics_names'] == ['cam_left_perception: pipeline'], out['diagnostics_names']
     assert after['gate'] == [v['max_stamp_future'], v['stamp_reset_jump']]
     assert after['watch'] == v['input_timeout']
     assert {k: after['cfg'][k] for k in live} == live               # what _process reads each frame

@@ -25,15 +25,17 @@ def _project(K, P):
 
 
 # ------------------------------------------------------------------------------------------------ intrinsics
+@pytest.mark.parametrize('resize_mode', ['pad', 'crop'])
 @pytest.mark.parametrize('src_hw,model_hw', [((480, 640), (32, 48)), ((480, 640), (240, 320)),
                                              ((720, 1280), (224, 224)), ((400, 300), (64, 96)),
-                                             ((100, 150), (200, 300))])
-def test_new_intrinsics_map_source_pixels_exactly(src_hw, model_hw):
-    """A 3D point projected with K lands, after crop/resize, where K' projects it (pixel-centre convention)."""
+                                             ((100, 150), (200, 300)), ((720, 1280), (120, 160))])
+def test_new_intrinsics_map_source_pixels_exactly(src_hw, model_hw, resize_mode):
+    """A 3D point projected with K lands, after pad-or-crop/resize, where K' projects it (pixel-centre
+    convention)."""
     h, w = src_hw
     K = np.array([[500.0, 0.0, w / 2 - 3.2], [0.0, 510.0, h / 2 + 1.7], [0.0, 0.0, 1.0]])
     rgb = np.zeros((h, w, 3), np.uint8)
-    inp = prepare_inputs(rgb, np.ones((h, w), np.float32), K, model_hw)
+    inp = prepare_inputs(rgb, np.ones((h, w), np.float32), K, model_hw, resize_mode=resize_mode)
     x0, y0, cw, ch = inp.crop_xywh
     sx, sy = inp.scale_xy
     P = np.random.default_rng(1).uniform([-1, -1, 0.5], [1, 1, 4], (50, 3))  # [50,3] camera frame
@@ -53,7 +55,7 @@ def test_blob_centroid_lands_where_new_intrinsics_project(model_hw, atol):
     depth = np.full((h, w), 3000, np.uint16)
     depth[200:216, 300:316] = 1500
     P = 2.0 * np.linalg.solve(K, [307.5, 207.5, 1.0])                      # back-project at 2 m
-    inp = prepare_inputs(rgb, depth, K, model_hw)
+    inp = prepare_inputs(rgb, depth, K, model_hw, resize_mode='crop')
     assert inp.crop_xywh == (80, 0, 640, 480)
     img = inp.image[0, :, :, 0].astype(np.float64)                         # [H,W]
     vv, uu = np.mgrid[:img.shape[0], :img.shape[1]]
@@ -75,7 +77,7 @@ def test_crop_boxes():
 
 def test_crop_and_resize_content():
     rgb, depth = _frame(480, 640)
-    inp = prepare_inputs(rgb, depth, K640, (240, 240))
+    inp = prepare_inputs(rgb, depth, K640, (240, 240), resize_mode='crop')
     assert inp.image.shape == (1, 240, 240, 3) and inp.image.dtype == np.uint8
     assert inp.depth.shape == (1, 240, 240) and inp.depth.dtype == np.float32
     assert inp.intrinsics.shape == (1, 3, 3) and inp.intrinsics.dtype == np.float32
@@ -89,6 +91,45 @@ def test_crop_and_resize_content():
     np.testing.assert_allclose(same.intrinsics[0], K640, rtol=1e-7)
 
 
+def test_pad_content_is_the_whole_frame_resized():
+    """resize_mode='pad' (the default): a 640x480 frame into a square model is letterboxed, not cropped: the rows
+    of the window that image the frame are the frame resized, the padding is PAD_RGB with invalid depth."""
+    from string_perception.runtime.preprocess import PAD_RGB
+    rgb, depth = _frame(480, 640)
+    inp = prepare_inputs(rgb, depth, K640, (240, 240))
+    assert inp.crop_xywh == (0, -80, 640, 640) and inp.scale_xy == (0.375, 0.375)
+    padded = cv2.copyMakeBorder(rgb, 80, 80, 0, 0, cv2.BORDER_CONSTANT, value=PAD_RGB)        # [640,640,3]
+    np.testing.assert_array_equal(inp.image[0], cv2.resize(padded, (240, 240), interpolation=cv2.INTER_AREA))
+    assert np.all(inp.image[0, :30] == PAD_RGB) and np.all(inp.image[0, -30:] == PAD_RGB)
+    assert np.all(inp.depth[0, :30] == 0) and np.all(inp.depth[0, -30:] == 0)
+    assert np.all(inp.depth[0, 30:210] > 0)                   # every frame row keeps its depth
+    # a frame with the model's aspect ratio is only resized: pad and crop agree
+    a, b = (prepare_inputs(rgb, depth, K640, (120, 160), resize_mode=m) for m in ('pad', 'crop'))
+    assert a.crop_xywh == b.crop_xywh == (0, 0, 640, 480)
+    np.testing.assert_array_equal(a.image, b.image)
+    np.testing.assert_array_equal(a.depth, b.depth)
+
+
+@pytest.mark.parametrize('src_hw,model_hw,window,rows_in', [
+    ((480, 640), (120, 160), (0, 0, 640, 480), 15),           # 4:3 camera, 4:3 model: every token
+    ((720, 1280), (120, 160), (0, -120, 1280, 960), 11),      # 16:9: 90 image rows of 120, 11 of 15 token rows
+    ((480, 640), (128, 128), (0, -80, 640, 640), 12),         # 4:3 into square: 96 rows of 128
+    ((640, 480), (120, 160), (-186, 0, 853, 640), 15)])       # portrait: columns padded
+def test_pad_windows_and_tokens_in_frame(src_hw, model_hw, window, rows_in):
+    from string_perception.runtime.preprocess import fit_box
+    h, w = src_hw
+    assert fit_box(h, w, *model_hw) == window
+    x0, y0, cw, ch = window
+    assert x0 <= 0 and y0 <= 0 and cw >= w and ch >= h and abs(cw * model_hw[0] - ch * model_hw[1]) <= model_hw[1]
+    rgb, depth = _frame(h, w)
+    inp = prepare_inputs(rgb, depth, np.array([[500.0, 0, w / 2], [0, 500.0, h / 2], [0, 0, 1]]), model_hw)
+    grid = inp.token_in_frame(8).reshape(model_hw[0] // 8, model_hw[1] // 8)      # [gh,gw]
+    assert grid.any(axis=1).sum() == rows_in
+    # a token is in the frame exactly when its patch centre pixel has depth (the frame's depth is all valid)
+    centres = inp.depth[0, 4::8, 4::8] > 0                                           # [gh,gw] (centre-ish pixel)
+    assert np.array_equal(grid, centres) or (grid != centres).sum() <= grid.shape[1]  # boundary row rounding
+
+
 @pytest.mark.parametrize('rgb_hw,depth_hw', [((301, 500), (301, 500)), ((300, 500), (300, 500)),
                                              ((300, 500), (150, 250))])
 def test_depth_sampling_is_centre_aligned_nearest(rgb_hw, depth_hw):
@@ -97,7 +138,7 @@ def test_depth_sampling_is_centre_aligned_nearest(rgb_hw, depth_hw):
     from fractions import Fraction
     rgb = _frame(*rgb_hw, seed=3)[0]
     depth = _frame(*depth_hw, seed=4)[1]
-    inp = prepare_inputs(rgb, depth, [[400, 0, 250], [0, 400, 150], [0, 0, 1]], (70, 110))
+    inp = prepare_inputs(rgb, depth, [[400, 0, 250], [0, 400, 150], [0, 0, 1]], (70, 110), resize_mode='crop')
     x0, y0, cw, ch = inp.crop_xywh
     fy, fx = Fraction(depth_hw[0], rgb_hw[0]), Fraction(depth_hw[1], rgb_hw[1])
     rows = [int((y0 + (i + Fraction(1, 2)) * Fraction(ch, 70)) * fy) for i in range(70)]

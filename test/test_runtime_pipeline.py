@@ -1,4 +1,6 @@
 """runtime/pipeline.py: the one code path (preprocess -> ONNX Runtime -> postprocess) node, evaluator and demo share."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -43,8 +45,11 @@ def test_result_fields(pipe):
     assert r.embedding.shape == (8,) and r.embedding.dtype == np.float32 and np.all(np.isfinite(r.embedding))
     assert set(r.timings) == {'preprocess_ms', 'inference_ms', 'postprocess_ms', 'total_ms'}
     assert all(v >= 0 for v in r.timings.values())
-    assert r.input_hw == (32, 48) and r.warnings == () and r.valid_depth_fraction == 1.0
-    assert r.intrinsics.shape == (3, 3) and r.crop_xywh == (0, 6, 160, 107)
+    # 160x120 into 48x32 (3:2): letterboxed to 180x120, the 4 padding columns of 48 have no depth
+    assert r.input_hw == (32, 48) and r.warnings == () and r.valid_depth_fraction == 0.875
+    assert r.intrinsics.shape == (3, 3) and r.crop_xywh == (-10, 0, 180, 120)
+    c = Pipeline.from_model(pipe.model, resize_mode='crop')(*_frame())
+    assert c.crop_xywh == (0, 6, 160, 107) and c.valid_depth_fraction == 1.0
     assert pipe.provider == 'CPUExecutionProvider' and pipe.labels == TINY_LABELS
 
 
@@ -54,10 +59,25 @@ def test_pipeline_equals_its_parts(pipe, model_path):
     model = OnnxModel(model_path, CPU_ONLY)
     inputs = prepare_inputs(rgb, depth, K, model.input_hw)
     out = model.run(**inputs.feed())
-    _same_detections(r.detections, decode_detections(out['boxes'][0], out['logits'][0], model.labels,
-                                                      score_threshold=0.3, nms_iou=0.3))
+    keep = np.flatnonzero(inputs.token_in_frame(model.metadata.patch_size))    # tokens imaging the frame
+    ref = decode_detections(out['boxes'][0][keep], out['logits'][0][keep], model.labels, score_threshold=0.3,
+                            nms_iou=0.3)
+    _same_detections(r.detections, dataclasses.replace(ref, token_indices=keep[ref.token_indices]))
     np.testing.assert_allclose(r.embedding, out['embedding'][0], rtol=1e-6)
     np.testing.assert_array_equal(r.intrinsics, inputs.intrinsics[0])
+
+
+def test_padding_tokens_never_give_boxes(pipe):
+    """A 320x60 strip into the 48x32 model: most token rows image padding; with scores ~0.95 on every token,
+    boxes come only from tokens that image the frame, and all of those that survive NMS are kept."""
+    rgb, depth, K = _frame(h=60, w=320, seed=2)
+    inputs = pipe.preprocess(rgb, depth, K)
+    in_frame = inputs.token_in_frame(pipe.model.metadata.patch_size)
+    assert 0 < in_frame.sum() <= in_frame.size / 2
+    r = pipe(rgb, depth, K)
+    assert len(r.detections) > 0 and in_frame[r.detections.token_indices].all()
+    crop = Pipeline.from_model(pipe.model, score_threshold=0.3, nms_iou=0.3, resize_mode='crop')(rgb, depth, K)
+    assert crop.crop_xywh[0] > 0 and len(crop.detections) > 0       # crop: a centred 90x60 window only
 
 
 def test_bad_frame_raises_and_the_next_frame_is_fine(pipe):

@@ -30,6 +30,28 @@ def test_no_sequence_number_counts_nothing_and_no_gid_is_one_publisher():
     assert g.missed({'publication_sequence_number': 7, 'publisher_gid': None}) == 3
 
 
+def test_without_publisher_gid_numbers_are_per_topic_and_counted_only_with_one_publisher():
+    """Jazzy's rclpy MessageInfo has no publisher_gid: the numbers are keyed per topic, and counted only while the
+    topic has one publisher (two publishers' numbers interleaved would read as gaps)."""
+    def jazzy(seq):           # the keys rclpy 7 (Jazzy) passes, no publisher_gid
+        return {'source_timestamp': 1, 'received_timestamp': 2, 'publication_sequence_number': seq,
+                'reception_sequence_number': None}
+    publishers = [1]
+    g = SequenceGaps(publisher_count=lambda: publishers[0])
+    assert g.keyed_by == ''
+    assert g.missed(jazzy(5)) == 0 and g.keyed_by == 'topic'
+    assert g.missed(jazzy(9)) == 3                   # one publisher: 6, 7, 8 never arrived
+    publishers[0] = 2                                # a second publisher starts, numbering from 1
+    assert [g.missed(jazzy(n)) for n in (10, 1, 11, 2, 14)] == [0, 0, 0, 0, 0]   # mixed numbers count nothing
+    publishers[0] = 1                                # back to one: its next number starts afresh
+    assert g.missed(jazzy(20)) == 0 and g.missed(jazzy(23)) == 2
+
+    def never():
+        raise AssertionError('publisher_count asked although the message has a publisher_gid')
+    g = SequenceGaps(publisher_count=never)
+    assert g.missed(info(1)) == 0 and g.missed(info(4)) == 2 and g.keyed_by == 'publisher'
+
+
 def test_publishers_are_forgotten_least_recent_first():
     g = SequenceGaps(max_publishers=2)
     g.missed(info(1, b'A')), g.missed(info(1, b'B'))

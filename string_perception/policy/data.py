@@ -104,7 +104,7 @@ def model_frames(demos: list[dict], model_hw: tuple[int, int]) -> dict[str, np.n
     out = {'image': [], 'depth': [], 'intrinsics': []}
     for d in demos:
         for color, depth in zip(d['color'], d['depth']):
-            inp = prepare_inputs(color, depth, d['K'], model_hw)
+            inp = prepare_inputs(color, depth, d['K'], model_hw, resize_mode='crop')
             for k, v in inp.feed().items():
                 out[k].append(v[0])
     return {k: np.stack(v) for k, v in out.items()}

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from . import params as P
+from . import policy_params as PP
 
 __all__ = ['Topic', 'TOPICS', 'POLICY_TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS']
 
@@ -27,23 +28,30 @@ class Topic:
     when: str
 
 
-_OUT_QOS = 'output_qos_* (default reliable, keep last 5)'
+def _qos(prefix: str, specs=P.SPECS) -> str:
+    """'<prefix>_qos_* (default <reliability>, keep last <depth>)' from the declared parameter defaults."""
+    reliability = specs[f'{prefix}_qos_reliability'].default.replace('_', ' ')
+    return f'{prefix}_qos_* (default {reliability}, keep last {specs[f"{prefix}_qos_depth"].default})'
+
+
+_OUT_QOS = _qos('output')
 TOPICS: tuple[Topic, ...] = (
-    Topic('in', 'image', 'sensor_msgs/msg/Image', 'image_qos_* (default best effort, keep last 5)',
+    Topic('in', 'image', 'sensor_msgs/msg/Image', _qos('image'),
           'while active, with image_transport raw (the default)'),
     Topic('in', 'image/compressed', 'sensor_msgs/msg/CompressedImage', 'image_qos_*',
           'while active, with image_transport compressed (JPEG / PNG, image_transport format)'),
-    Topic('in', 'depth', 'sensor_msgs/msg/Image', 'depth_qos_* (default best effort, keep last 5)',
+    Topic('in', 'depth', 'sensor_msgs/msg/Image', _qos('depth'),
           'while active, with depth_transport raw: 16UC1 mm or 32FC1 m, registered to colour'),
     Topic('in', 'depth/compressedDepth', 'sensor_msgs/msg/CompressedImage', 'depth_qos_*',
           "while active, with depth_transport compressedDepth (image_transport's compressed_depth format)"),
-    Topic('in', 'camera_info', 'sensor_msgs/msg/CameraInfo', 'camera_info_qos_* (default best effort, keep last 5)',
+    Topic('in', 'camera_info', 'sensor_msgs/msg/CameraInfo', _qos('camera_info'),
           'while active'),
     Topic('out', '~/detections', 'vision_msgs/msg/Detection3DArray', _OUT_QOS,
           'every processed frame (an empty array when nothing scores above the threshold); class_id = class id, '
           'id = track id'),
     Topic('out', '~/markers', 'visualization_msgs/msg/MarkerArray', _OUT_QOS,
-          'every processed frame with publish_markers, while subscribed (cube + label per box, DELETE for stale ids)'),
+          'every processed frame with publish_markers, while subscribed (cube + label per box, DELETE for stale ids, '
+          'lifetime marker_lifetime)'),
     Topic('out', '~/embedding', 'sensor_msgs/msg/Image', _OUT_QOS,
           'every processed frame with publish_embedding, while subscribed (32FC1, 1 x E policy embedding)'),
     Topic('out', '~/tokens', 'sensor_msgs/msg/Image', _OUT_QOS,
@@ -55,20 +63,20 @@ TOPICS: tuple[Topic, ...] = (
     Topic('out', '~/track_velocities', 'sensor_msgs/msg/Image', _OUT_QOS,
           'with tracking: 32FC1, T x 4 rows (track id, vx, vy, vz) in m/s'),
     Topic('out', '~/label_info', 'vision_msgs/msg/LabelInfo', 'reliable, transient local, keep last 1',
-          'once at configure: class id -> class name, and the score threshold'),
+          'at configure and when score_threshold changes: class id -> class name, and the score threshold'),
     Topic('out', '/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', 'reliable, keep last 10',
-          'every diagnostics_period seconds while configured'),
+          'every diagnostics_period seconds while configured; status "<node name>: pipeline"'),
     Topic('out', '/tf', 'tf2_msgs/msg/TFMessage', "tf2's broadcaster QoS",
           'with publish_tf: each published track as frame <tf_prefix><id>, parent = the detections\' frame'),
 )
 
-_POLICY_QOS = 'input_qos_* (default reliable, keep last 10)'
+_POLICY_QOS = _qos('input', PP.SPECS)
 POLICY_TOPICS: tuple[Topic, ...] = (     # the policy node (ros/policy_node.py)
     Topic('in', 'embedding', 'sensor_msgs/msg/Image', _POLICY_QOS,
           "while active: 32FC1, 1 x E policy embedding (remap to the perception node's ~/embedding)"),
     Topic('in', 'joint_states', 'sensor_msgs/msg/JointState', _POLICY_QOS,
           "while active: the policy's joint_names by name (grippers normalised 0..1), paired with embedding by stamp"),
-    Topic('out', '~/joint_command', 'sensor_msgs/msg/JointState', 'output_qos_* (default reliable, keep last 10)',
+    Topic('out', '~/joint_command', 'sensor_msgs/msg/JointState', _qos('output', PP.SPECS),
           'one per answered pair: stamp = the embedding\'s, name = the policy\'s joint_names, position = targets'),
     Topic('out', '/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', 'reliable, keep last 10',
           'every diagnostics_period seconds while configured'),

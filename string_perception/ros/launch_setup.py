@@ -1,9 +1,17 @@
 """What ``launch/*.launch.py`` start, computed at launch time from the launch arguments.
 
-- :data:`DRIVERS`: the topic layout of each supported RGB-D driver (colour, depth registered to colour,
-  CameraInfo, the colour optical frame) relative to its camera namespace; :func:`camera_topics` applies a
-  namespace and explicit overrides.
-- :func:`rviz_config` rewrites the shipped RViz config so its fixed frame and topics follow the arguments.
+- :data:`DRIVERS`: one :class:`DriverPreset` per supported RGB-D driver *version*: where its colour, depth registered
+  to colour and CameraInfo topics live relative to the driver's camera name / namespace, the colour optical frame,
+  which upstream release the layout was checked against, and the driver parameters file (``config/driver_*.yaml``)
+  that makes it publish depth registered to colour. :func:`camera_topics` applies a camera name, namespace and
+  explicit overrides.
+- :func:`node_parameters`: the node's ``parameters`` list. The ``config`` file comes first and a dict holds only the
+  launch arguments that were *given* (empty = unset). launch_ros writes that dict to a parameters file keyed by the
+  node's full name (``Node._create_params_file_from_dict``) and passes it after ``config``; rcl applies parameter
+  files in order, the later one winning, whatever their node-name keys. So a given argument wins over the file,
+  and an unset one leaves the file's value (or the node's default) alone.
+- :func:`rviz_config` rewrites the shipped RViz config so its fixed frame and topics follow the arguments; RViz gets
+  ``use_sim_time`` when the node runs on sim time (the argument, else the ``config`` file's value for the node).
 - :func:`single_camera_actions` / :func:`multi_camera_actions`: ``OpaqueFunction`` bodies that return the
   ``launch_ros`` ``LifecycleNode`` (and RViz) actions; :func:`replay_actions` adds the bag player (``/clock``)
   and puts everything on sim time. ``launch``/``launch_ros`` are imported only there, so the
@@ -11,47 +19,70 @@
 """
 from __future__ import annotations
 
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ['DriverTopics', 'DRIVERS', 'DEFAULT_DRIVER', 'ALOHA_CAMERAS', 'parse_bool', 'camera_topics',
-           'node_fqn', 'rviz_config', 'node_action', 'single_camera_actions', 'multi_camera_actions',
-           'replay_actions']
+__all__ = ['DriverPreset', 'DRIVERS', 'DEFAULT_DRIVER', 'ALOHA_CAMERAS', 'BOOL_CHOICES', 'OPTIONAL_BOOL_CHOICES',
+           'parse_bool', 'optional_bool', 'camera_topics', 'node_fqn', 'node_parameters', 'file_parameter',
+           'rviz_config', 'node_action', 'single_camera_actions', 'multi_camera_actions', 'replay_actions']
 
 PACKAGE = 'string_perception'
 EXECUTABLE = 'string_perception_node'
+BOOL_CHOICES = ['true', 'false', 'True', 'False']     # what launch's IfCondition reads (case-insensitive)
+OPTIONAL_BOOL_CHOICES = ['', *BOOL_CHOICES]            # '' = not given: the config file (or the node) decides
 
 
 @dataclass(frozen=True)
-class DriverTopics:
-    """Topics of one driver, relative to its camera namespace ``camera`` (the driver's default)."""
-    camera: str
+class DriverPreset:
+    """Topic layout of one driver version. ``root`` is the topic prefix as a template over ``{camera}`` (the
+    driver's camera name launch argument) and ``{namespace}`` (its camera namespace argument, where it has one);
+    ``image`` / ``depth`` / ``camera_info`` are relative to it; ``frame`` is the colour optical frame (template
+    over ``{camera}``)."""
+    driver: str            # upstream package and the versions this layout holds for
+    checked: str           # upstream release / commit whose source the layout was read from
+    root: str
+    camera: str            # the driver's default camera name
+    namespace: str         # the driver's default camera namespace ('' where the root has no {namespace})
     image: str
     depth: str
     camera_info: str
-    frame: str            # the colour optical frame (RViz fixed frame)
+    frame: str
     depth_encoding: str
-    note: str
+    params_file: str       # config/<file>: the driver parameters that give registered depth (its header: how)
 
 
-DRIVERS: dict[str, DriverTopics] = {
-    'realsense': DriverTopics('/camera/camera', 'color/image_raw', 'aligned_depth_to_color/image_raw',
-                              'color/camera_info', 'camera_color_optical_frame', '16UC1',
-                              'realsense2_camera 4.x; start it with align_depth.enable:=true (older wrappers '
-                              'use the namespace /camera: camera:=/camera)'),
-    'zed': DriverTopics('/zed/zed_node', 'rgb/image_rect_color', 'depth/depth_registered', 'rgb/camera_info',
-                        'zed_left_camera_optical_frame', '32FC1',
-                        'zed-ros2-wrapper 4.x (camera_model zed2i etc.; the namespace is /<camera_name>/zed_node); '
-                        'depth_registered is in metres, registered to the left rectified image'),
-    'depthai': DriverTopics('/oak', 'rgb/image_raw', 'stereo/image_raw', 'rgb/camera_info',
-                            'oak_rgb_camera_optical_frame', '16UC1',
-                            'depthai-ros (depthai_ros_driver camera.launch.py); stereo depth is aligned to rgb '
-                            'while stereo.i_align_depth is true (its default)'),
-    'orbbec': DriverTopics('/camera', 'color/image_raw', 'depth/image_raw', 'color/camera_info',
-                           'camera_color_optical_frame', '16UC1',
-                           'OrbbecSDK_ROS2; start it with depth_registration:=true so depth is registered to colour'),
+DRIVERS: dict[str, DriverPreset] = {
+    'realsense': DriverPreset(
+        'realsense2_camera >= 4.55 (rs_launch.py)',
+        'realsense-ros 4.55.1 / 4.56.1 (rs_launch.py, rs_node_setup.cpp)',
+        '/{namespace}/{camera}', 'camera', 'camera', 'color/image_raw', 'aligned_depth_to_color/image_raw',
+        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml'),
+    'realsense_4.51': DriverPreset(
+        'realsense2_camera 4.51-4.54 (namespace = camera_name)', 'realsense-ros 4.51.1, 4.54.1 (rs_launch.py)',
+        '/{camera}/{camera}', 'camera', '', 'color/image_raw', 'aligned_depth_to_color/image_raw',
+        'color/camera_info', '{camera}_color_optical_frame', '16UC1', 'driver_realsense.yaml'),
+    'zed': DriverPreset(
+        'zed-ros2-wrapper >= 5.1',
+        'zed-ros2-wrapper v5.4.1 (zed_camera_component_video_depth.cpp, CHANGELOG v5.1.0)',
+        '/{camera}/zed_node', 'zed', '', 'rgb/color/rect/image', 'depth/depth_registered',
+        'rgb/color/rect/camera_info', '{camera}_left_camera_frame_optical', '32FC1', 'driver_zed.yaml'),
+    'zed_5.0': DriverPreset(
+        'zed-ros2-wrapper 4.x - 5.0', 'zed-ros2-wrapper humble-v4.2.5, humble-v5.0.0',
+        '/{camera}/zed_node', 'zed', '', 'rgb/image_rect_color', 'depth/depth_registered', 'rgb/camera_info',
+        '{camera}_left_camera_optical_frame', '32FC1', 'driver_zed.yaml'),
+    'depthai': DriverPreset(
+        'depthai-ros v3 (depthai_ros_driver[_v3] driver.launch.py) and v2.10 (camera.launch.py)',
+        'depthai-ros v2.10.3 (humble/jazzy), v3 kilted sources (sensor_helpers NodeNameMap, Camera, Stereo)',
+        '/{camera}', 'oak', '', 'rgb/image_raw', 'stereo/image_raw', 'rgb/camera_info',
+        '{camera}_rgb_camera_optical_frame', '16UC1', 'driver_depthai.yaml'),
+    'orbbec': DriverPreset(
+        'OrbbecSDK_ROS2 v2.x (orbbec_camera)',
+        'OrbbecSDK_ROS2 v2.6.3 (gemini_330_series.launch.py, ob_camera_node.cpp)',
+        '/{camera}', 'camera', '', 'color/image_raw', 'depth/image_raw', 'color/camera_info',
+        '{camera}_color_optical_frame', '16UC1', 'driver_orbbec.yaml'),
 }
 DEFAULT_DRIVER = 'realsense'
 ALOHA_CAMERAS = ('cam_high', 'cam_left_wrist', 'cam_right_wrist')
@@ -67,20 +98,27 @@ def parse_bool(value: str, name: str) -> bool:
     raise ValueError(f'launch argument {name}:={value!r} must be true or false')
 
 
-def _join(namespace: str, rel: str) -> str:
-    return '/' + '/'.join(p for p in (namespace.strip('/'), rel.strip('/')) if p)
+def optional_bool(value: str, name: str) -> bool | None:
+    """An optional boolean launch argument: None when not given (empty), else :func:`parse_bool`."""
+    return None if str(value).strip() == '' else parse_bool(value, name)
 
 
-def camera_topics(driver: str = DEFAULT_DRIVER, camera: str = '', image: str = '', depth: str = '',
-                  camera_info: str = '') -> dict[str, str]:
-    """``{'image', 'depth', 'camera_info', 'frame'}`` for ``driver`` under ``camera`` (empty: the driver's
-    namespace); a non-empty ``image``/``depth``/``camera_info`` is used as given."""
+def _join(*parts: str) -> str:
+    return '/' + '/'.join(p.strip('/') for p in parts if p.strip('/'))
+
+
+def camera_topics(driver: str = DEFAULT_DRIVER, camera_name: str = '', camera_namespace: str = '', *,
+                  root: str = '', image: str = '', depth: str = '', camera_info: str = '') -> dict[str, str]:
+    """``{'image', 'depth', 'camera_info', 'frame'}`` of ``driver`` for the driver's camera ``camera_name`` (empty:
+    its default) in ``camera_namespace`` (empty: its default; only presets whose root has one use it). ``root``
+    replaces the whole topic prefix; a non-empty ``image``/``depth``/``camera_info`` is used as given."""
     if driver not in DRIVERS:
         raise ValueError(f'launch argument driver:={driver!r} is not one of {", ".join(DRIVERS)}')
     d = DRIVERS[driver]
-    ns = camera or d.camera
-    return {'image': image or _join(ns, d.image), 'depth': depth or _join(ns, d.depth),
-            'camera_info': camera_info or _join(ns, d.camera_info), 'frame': d.frame}
+    camera = camera_name.strip('/') or d.camera
+    prefix = root or d.root.format(camera=camera, namespace=camera_namespace.strip('/') or d.namespace)
+    return {'image': image or _join(prefix, d.image), 'depth': depth or _join(prefix, d.depth),
+            'camera_info': camera_info or _join(prefix, d.camera_info), 'frame': d.frame.format(camera=camera)}
 
 
 def node_fqn(namespace: str, node_name: str) -> str:
@@ -88,14 +126,64 @@ def node_fqn(namespace: str, node_name: str) -> str:
     return _join(namespace, node_name)
 
 
+def node_parameters(cfg: Mapping[str, str]) -> list[Any]:
+    """The node's ``parameters``: ``[config, {given arguments}]``. Only the launch arguments that were given reach
+    the dict (``model_path`` non-empty, ``autostart`` / ``use_sim_time`` not ''), so an unset one leaves the value
+    of the ``config`` file (or the node's default); a given one wins, because launch_ros passes the dict's file
+    after ``config`` and rcl lets the later file win. No dict when nothing was given."""
+    given: dict[str, Any] = {}
+    if cfg['model_path'].strip():
+        given['model_path'] = cfg['model_path']
+    for name in ('autostart', 'use_sim_time'):
+        value = optional_bool(cfg[name], name)
+        if value is not None:
+            given[name] = value
+    return [cfg['config'], given] if given else [cfg['config']]
+
+
+def _key_matches(key: str, fqn: str) -> bool:
+    """Whether a parameters-file node key (``/**``, ``/ns/name``, ``name``, ``/*/name`` ...) applies to ``fqn``:
+    rcl's wildcards, ``*`` one name token, ``**`` any number of them."""
+    key = '/' + key.lstrip('/')
+    pattern = ''.join('(/[^/]+)*' if token == '**' else '/[^/]*' if token == '*' else '/' + re.escape(token)
+                      for token in key.strip('/').split('/'))
+    return re.fullmatch(pattern, fqn) is not None
+
+
+def file_parameter(path: str | Path, fqn: str, name: str) -> Any:
+    """The value a ROS 2 parameters file gives parameter ``name`` of node ``fqn`` (the last matching entry in
+    file order, as rcl applies them), or None when it gives none or the file is not readable YAML."""
+    import yaml
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    value = None
+    for key, entry in (data or {}).items() if isinstance(data, dict) else ():
+        params = entry.get('ros__parameters') if isinstance(entry, dict) else None
+        if isinstance(params, dict) and name in params and _key_matches(str(key), fqn):
+            value = params[name]
+    return value
+
+
+def _sim_time(cfg: Mapping[str, str], fqn: str) -> bool:
+    """Whether the node runs on sim time: the argument when given, else the config file's value, else false."""
+    given = optional_bool(cfg['use_sim_time'], 'use_sim_time')
+    if given is not None:
+        return given
+    from_file = file_parameter(cfg['config'], fqn, 'use_sim_time')
+    return from_file is True or (isinstance(from_file, str) and optional_bool(from_file, 'use_sim_time') is True)
+
+
 def rviz_config(template: str | Path, node: str, fixed_frame: str, image_topic: str | None = None) -> str:
-    """The shipped RViz config with its fixed frame and topics set: markers and debug image of ``node`` (fully
-    qualified name), the camera image display on ``image_topic``. Returns YAML text."""
+    """The shipped RViz config with its fixed frame and topics set: markers, detections and debug image of ``node``
+    (fully qualified name), the camera image display on ``image_topic``. Returns YAML text."""
     import yaml
     cfg = yaml.safe_load(Path(template).read_text())
     manager = cfg['Visualization Manager']
     manager['Global Options']['Fixed Frame'] = fixed_frame
-    topics = {'Detections': f'{node}/markers', 'Debug image': f'{node}/debug_image'}
+    topics = {'Detections': f'{node}/markers', 'Detections 3D': f'{node}/detections',
+              'Debug image': f'{node}/debug_image'}
     if image_topic:
         topics['Camera image'] = image_topic
     for display in manager['Displays']:
@@ -114,12 +202,12 @@ def _write_rviz(text: str, node: str) -> str:
 def node_action(cfg: Mapping[str, str], *, node_name: str, topics: Mapping[str, str],
                 extra_params: Mapping[str, Any] | None = None):
     """The node as a ``launch_ros`` ``LifecycleNode`` (launch or a lifecycle manager can drive its transitions;
-    with autostart true it configures and activates itself). ``extra_params`` override the parameters file."""
+    with autostart true, the node's default, it configures and activates itself). ``extra_params`` join the given
+    arguments' dict (they win over the ``config`` file)."""
     from launch_ros.actions import LifecycleNode
-    params: list[Any] = [cfg['config'], {'model_path': cfg['model_path'],
-                                         'autostart': parse_bool(cfg['autostart'], 'autostart'),
-                                         'use_sim_time': parse_bool(cfg['use_sim_time'], 'use_sim_time'),
-                                         **(extra_params or {})}]
+    params = node_parameters(cfg)
+    if extra_params:
+        params = [params[0], {**(params[1] if len(params) > 1 else {}), **extra_params}]
     return LifecycleNode(package=PACKAGE, executable=EXECUTABLE, name=node_name, namespace=cfg['namespace'],
                          output='screen', parameters=params,
                          remappings=[(k, topics[k]) for k in ('image', 'depth', 'camera_info')],
@@ -130,25 +218,28 @@ def single_camera_actions(context, *_args, **_kwargs) -> list:
     """``OpaqueFunction`` body of ``string_perception.launch.py``."""
     from launch_ros.actions import Node
     cfg = context.launch_configurations
-    topics = camera_topics(cfg['driver'], cfg['camera'], cfg['image'], cfg['depth'], cfg['camera_info'])
+    topics = camera_topics(cfg['driver'], cfg['camera_name'], cfg['camera_namespace'], root=cfg['camera'],
+                           image=cfg['image'], depth=cfg['depth'], camera_info=cfg['camera_info'])
     actions = [node_action(cfg, node_name=cfg['node_name'], topics=topics)]
     if parse_bool(cfg['use_rviz'], 'use_rviz'):
         fqn = node_fqn(cfg['namespace'], cfg['node_name'])
         text = rviz_config(cfg['rviz_config'], fqn, cfg['fixed_frame'] or topics['frame'], topics['image'])
         actions.append(Node(package='rviz2', executable='rviz2', name=f'rviz2_{cfg["node_name"]}',
-                            namespace=cfg['namespace'], output='log', arguments=['-d', _write_rviz(text, fqn)]))
+                            namespace=cfg['namespace'], output='log', arguments=['-d', _write_rviz(text, fqn)],
+                            parameters=[{'use_sim_time': _sim_time(cfg, fqn)}]))
     return actions
 
 
 def multi_camera_actions(context, *_args, **_kwargs) -> list:
-    """``OpaqueFunction`` body of ``multi_camera.launch.py``: one node per camera in ``cameras`` (comma
-    separated), named ``<node_name>_<camera>``, inputs under ``/<camera>`` in the driver's layout."""
+    """``OpaqueFunction`` body of ``multi_camera.launch.py``: one node per camera in ``cameras`` (comma separated
+    driver camera names), named ``<node_name>_<camera>``, inputs where the driver publishes camera ``c`` in
+    ``camera_namespace`` (realsense2_camera >= 4.55: ``/camera/<c>/...``; zed: ``/<c>/zed_node/...``)."""
     cfg = context.launch_configurations
     cameras = [c.strip().strip('/') for c in cfg['cameras'].split(',') if c.strip().strip('/')]
     if not cameras or len(set(cameras)) != len(cameras):
         raise ValueError(f'launch argument cameras:={cfg["cameras"]!r} must list distinct camera names')
     return [node_action(cfg, node_name=f'{cfg["node_name"]}_{cam}',
-                        topics=camera_topics(cfg['driver'], '/' + cam)) for cam in cameras]
+                        topics=camera_topics(cfg['driver'], cam, cfg['camera_namespace'])) for cam in cameras]
 
 
 PLAY_EXECUTABLE = 'string-perception-play'

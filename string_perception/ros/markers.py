@@ -6,20 +6,36 @@ TEXT_VIEW_FACING label (namespace ``labels``, id ``i``: "<class> <score>", above
 (:func:`track_colour`, stable per id) and the label reads "<class> #<id>". Ids are stable
 slots, so every frame REPLACES the previous markers by (namespace, id) with ADD/MODIFY, and the slots used by
 the previous frame but not this one get a DELETE in the same array: RViz never shows an empty frame in between
-(no DELETEALL per frame) and nothing lingers. Lifetime is 0 (kept until replaced/deleted).
+(no DELETEALL per frame) and nothing lingers. Every marker has ``lifetime_s`` (parameter ``marker_lifetime``,
+1 s by default; 0 = kept until replaced/deleted), so the boxes vanish from RViz when the input stops instead of
+staying forever; on deactivate the node also sends one DELETEALL (:meth:`MarkerBuilder.clear`).
+
+The label sits above the box along the "up" axis of the header's frame (:func:`up_axis`): ``-y`` in a camera
+optical frame (REP 103: x right, y down, z forward), ``+z`` in any other frame (REP 103 body / world frames are
+z-up), e.g. a ``target_frame`` such as ``base_link``.
 """
 from __future__ import annotations
 
 import colorsys
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..runtime.postprocess import Detections
 from .messages import copy_header
 
-__all__ = ['class_colour', 'track_colour', 'MarkerBuilder', 'BOX_NS', 'TEXT_NS']
+__all__ = ['class_colour', 'track_colour', 'up_axis', 'MarkerBuilder', 'BOX_NS', 'TEXT_NS']
 
 BOX_NS, TEXT_NS = 'boxes', 'labels'
 TEXT_HEIGHT_M = 0.03
+OPTICAL_UP, Z_UP = np.array([0.0, -1.0, 0.0]), np.array([0.0, 0.0, 1.0])
+
+
+def up_axis(frame_id: str, image_frame_id: str | None = None) -> np.ndarray:
+    """Unit "up" vector of ``frame_id``: ``-y`` for a camera optical frame (the colour image's own frame
+    ``image_frame_id``, or a name containing ``optical`` as in ``camera_color_optical_frame``), else ``+z``."""
+    optical = frame_id == image_frame_id or 'optical' in frame_id.lower()
+    return (OPTICAL_UP if optical else Z_UP).copy()
 
 
 def class_colour(class_id: int) -> tuple[float, float, float]:
@@ -42,19 +58,22 @@ def _colour(dets: Any, i: int) -> tuple[float, float, float]:
 class MarkerBuilder:
     """Builds each frame's MarkerArray and remembers how many slots the last one used (one per output topic)."""
 
-    def __init__(self, alpha: float = 0.4):
+    def __init__(self, alpha: float = 0.4, lifetime_s: float = 1.0):
         self.alpha = float(alpha)
+        self.lifetime_s = float(lifetime_s)
         self._last_count = 0
 
-    def build(self, dets: Detections, header: Any):
+    def build(self, dets: Detections, header: Any, image_frame_id: str | None = None):
         """MarkerArray: ADD for this frame's boxes (``Detections`` or ``Tracks``), DELETE for the previous frame's
-        extra slots."""
+        extra slots. ``image_frame_id``: the colour image's frame when ``header`` names another (target_frame);
+        None = ``header`` is the image's (optical) frame."""
         from visualization_msgs.msg import Marker, MarkerArray
         out = MarkerArray()
         n = len(dets)
+        up = up_axis(header.frame_id, header.frame_id if image_frame_id is None else image_frame_id)
         for i in range(n):
             out.markers.append(self._cube(Marker, dets, i, header))
-            out.markers.append(self._text(Marker, dets, i, header))
+            out.markers.append(self._text(Marker, dets, i, header, up))
         for i in range(n, self._last_count):
             for ns in (BOX_NS, TEXT_NS):
                 m = Marker(ns=ns, id=i, action=Marker.DELETE)
@@ -71,6 +90,10 @@ class MarkerBuilder:
         self._last_count = 0
         return MarkerArray(markers=[m])
 
+    def _stamp(self, m, header: Any) -> None:
+        m.header = copy_header(header)
+        m.lifetime.sec, m.lifetime.nanosec = divmod(int(round(self.lifetime_s * 1e9)), 1_000_000_000)
+
     def _pose(self, m, dets: Detections, i: int) -> None:
         p = m.pose
         p.position.x, p.position.y, p.position.z = (float(v) for v in dets.translations[i])
@@ -79,20 +102,19 @@ class MarkerBuilder:
 
     def _cube(self, Marker, dets: Detections, i: int, header: Any):
         m = Marker(ns=BOX_NS, id=i, type=Marker.CUBE, action=Marker.ADD)
-        m.header = copy_header(header)
+        self._stamp(m, header)
         self._pose(m, dets, i)
         m.scale.x, m.scale.y, m.scale.z = (float(v) for v in dets.sizes[i])
         m.color.r, m.color.g, m.color.b = _colour(dets, i)
         m.color.a = self.alpha
         return m
 
-    def _text(self, Marker, dets: Detections, i: int, header: Any):
+    def _text(self, Marker, dets: Detections, i: int, header: Any, up: np.ndarray):
         m = Marker(ns=TEXT_NS, id=i, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD)
-        m.header = copy_header(header)
-        # above the box in the camera's "up" (-y in an optical frame), by half its largest extent
-        t = dets.translations[i]
-        m.pose.position.x, m.pose.position.y = float(t[0]), float(t[1] - 0.5 * float(max(dets.sizes[i])) - 0.02)
-        m.pose.position.z = float(t[2])
+        self._stamp(m, header)
+        # above the box along the frame's "up", by half its largest extent and 2 cm
+        p = np.asarray(dets.translations[i], np.float64) + (0.5 * float(max(dets.sizes[i])) + 0.02) * up
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in p)
         m.pose.orientation.w = 1.0
         m.scale.z = TEXT_HEIGHT_M
         m.color.r, m.color.g, m.color.b = _colour(dets, i)

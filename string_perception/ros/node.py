@@ -14,12 +14,14 @@ wins, a frame still waiting when a newer one arrives is dropped and counted (``s
 serialized and are read by ``image_cdr`` into views over the received bytes (``raw_image_input``, default on).
 Processing a frame decodes it, runs the pipeline and publishes ``~/detections`` (vision_msgs/Detection3DArray,
 refilled from the previous frame's objects with ``reuse_output_messages``), ``~/markers``, ``~/embedding``
-(32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` once (transient local);
-``/diagnostics`` every ``diagnostics_period``.
+(32FC1, 1 x D), optionally ``~/tokens`` and ``~/debug_image``; ``~/label_info`` (transient local) at configure
+and on a live ``score_threshold`` change; ``/diagnostics`` (status ``<node name>: pipeline``) every
+``diagnostics_period``.
 A bad frame is counted by kind and logged (throttled per kind); the node keeps going: header checks
 (``frame_checks``: encodings, layout, frame ids, stamps) run before the hand-off, so a bad frame never displaces a
 good one; pixel checks run in the pipeline. Output headers copy the colour image's stamp and frame_id (or
-``target_frame`` via tf2).
+``target_frame`` via tf2: ``tf_lookup.TfLookup``, whose listener has its own thread, so a lookup never waits for
+/tf that only this executor could deliver).
 
 Start it as a plain node (configures and activates itself unless ``autostart:=false``)::
 
@@ -41,7 +43,7 @@ import numpy as np
 
 from . import params as P
 from .compressed_depth import decode_compressed_depth
-from .diagnostics import NodeStats, diagnostic_array
+from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from .frame_checks import InputWatch, StampGate, check_frame_ids, check_image_layout
 from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
@@ -98,8 +100,7 @@ class StringPerceptionNode(ManagedNode):
         self.markers = MarkerBuilder()
         self._det_msgs, self._track_msgs = Detection3DArrayBuilder(), Detection3DArrayBuilder()  # reused messages
         self._worker: LatestWorker | None = None
-        self._tf_buffer = None
-        self._tf_listener = None
+        self._tf = None                             # target_frame: tf_lookup.TfLookup (own listener thread)
         self._tf_broadcaster = None                 # publish_tf: tf2_ros' or the tf2_msgs fallback
         self._has_tokens = False
         self._gate: StampGate | None = None        # created at activate
@@ -118,6 +119,8 @@ class StringPerceptionNode(ManagedNode):
                 ok, reason = False, str(e)
             else:
                 self.cfg.update({k: v for k, v in new.items() if P.SPECS[k].live})
+                if 'score_threshold' in new:        # ~/label_info carries the threshold: latch the new one
+                    self._publish_label_info(new['score_threshold'])
                 later = sorted(k for k in new if not P.SPECS[k].live)
                 if later:
                     self.get_logger().info(f'{", ".join(later)} will apply at the next configure')
@@ -130,20 +133,35 @@ class StringPerceptionNode(ManagedNode):
         self.pipeline.set_params(score_threshold=self._score_threshold(cfg['score_threshold']),
                                  nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'],
                                  pre_nms_top_k=cfg['pre_nms_top_k'], max_depth_m=cfg['max_depth_m'] or None,
-                                 nms_class_agnostic=cfg['nms_class_agnostic'], multi_label=cfg['multi_label'])
-        self.markers.alpha = cfg['marker_alpha']
+                                 nms_class_agnostic=cfg['nms_class_agnostic'], multi_label=cfg['multi_label'],
+                                 resize_mode=cfg['resize_mode'])
+        self.markers.alpha, self.markers.lifetime_s = cfg['marker_alpha'], cfg['marker_lifetime']
         if self._gate is not None:
             self._gate.max_future_s, self._gate.reset_jump_s = cfg['max_stamp_future'], cfg['stamp_reset_jump']
         if self._watch is not None:
             self._watch.timeout_s = cfg['input_timeout']
-        if cfg['target_frame']:
-            self._ensure_tf()
+        if cfg['target_frame'] and self._tf is None:
+            from .tf_lookup import TfLookup      # params.validate rejected target_frame already without tf2_ros
+            self._tf = TfLookup(self)
+        if self._tf is not None:
+            self._tf.wait_s = cfg['tf_timeout']
         if cfg['publish_tf'] and self._tf_broadcaster is None:
             try:
                 self._tf_broadcaster, impl = make_transform_broadcaster(self)
             except ImportError as e:
                 raise ValueError(f'publish_tf needs tf2_ros or tf2_msgs (scripts/build_interfaces.sh): {e}') from None
             self.get_logger().info(f'object frames on /tf via {impl}')
+
+    def _publish_label_info(self, score_threshold: float) -> None:
+        """``~/label_info`` (transient local): at configure and whenever ``score_threshold`` changes live."""
+        info = label_info_msg(self.pipeline.labels, self._score_threshold(score_threshold))
+        if info is None:
+            return
+        if 'label_info' not in self._pubs:
+            latched = qos_profile('reliable', 1, DurabilityPolicy.TRANSIENT_LOCAL)
+            self._pubs['label_info'] = self.create_publisher(type(info), '~/label_info', latched)
+        info.header.stamp = self.get_clock().now().to_msg()
+        self._pubs['label_info'].publish(info)
 
     def _score_threshold(self, value: float) -> float:
         return P.effective_score_threshold(value, self.pipeline.model.metadata)
@@ -191,13 +209,9 @@ class StringPerceptionNode(ManagedNode):
             'track_velocities': self.create_publisher(Image, '~/track_velocities', out_qos),
             'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics', qos_profile('reliable', 10)),
         }
-        info = label_info_msg(self.pipeline.labels, self._score_threshold(cfg['score_threshold']))
-        if info is not None:
-            latched = qos_profile('reliable', 1, DurabilityPolicy.TRANSIENT_LOCAL)
-            self._pubs['label_info'] = self.create_publisher(type(info), '~/label_info', latched)
-            info.header.stamp = self.get_clock().now().to_msg()
-            self._pubs['label_info'].publish(info)
-        self.stats, self.budget = NodeStats(), LatencyBudget()
+        self._publish_label_info(cfg['score_threshold'])
+        self.stats = NodeStats(level_window_s=LEVEL_WINDOW_PERIODS * cfg['diagnostics_period'])
+        self.budget = LatencyBudget()
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
         # inputs (synchroniser state) in one group, the diagnostics timer in another: a multi-threaded executor
         # runs them side by side, never two input callbacks at once
@@ -227,7 +241,8 @@ class StringPerceptionNode(ManagedNode):
         raw_images = cfg['raw_image_input']
         from .raw_input import RawImageSubscriber
         from .sequence_gaps import SequenceGaps, SequencedSubscriber
-        self._image_gaps = SequenceGaps()
+        image_fqn = self.resolve_topic_name(image_topic)       # count_publishers does not remap: resolve here
+        self._image_gaps = SequenceGaps(publisher_count=lambda: self.count_publishers(image_fqn))
         for name, msg_type, topic in specs:
             qos = qos_profile(cfg[f'{name}_qos_reliability'], cfg[f'{name}_qos_depth'])
             # colour frames the node never received (overwritten in the QoS queue, lost in transport) are counted
@@ -273,10 +288,12 @@ class StringPerceptionNode(ManagedNode):
     def _release_outputs(self) -> None:
         super()._release_outputs()
         self.pipeline = None
-        self._tf_listener = self._tf_buffer = None
-        if self._tf_broadcaster is not None and hasattr(self._tf_broadcaster, 'destroy'):
-            self._tf_broadcaster.destroy()
-        self._tf_broadcaster = None
+        if self._tf is not None:
+            self._tf.close()
+            self._tf = None
+        if self._tf_broadcaster is not None:     # tf2_ros' and the fallback both keep their publisher as pub_tf
+            self.destroy_publisher(self._tf_broadcaster.pub_tf)
+            self._tf_broadcaster = None
 
     # ------------------------------------------------------------------ frames
     def _on_input(self, name: str, msg=None) -> None:
@@ -418,8 +435,10 @@ class StringPerceptionNode(ManagedNode):
         target = cfg['target_frame']
         if target and target != header.frame_id:
             with timing.stage('tf'):
-                moved = self._to_target(header, target, cfg['tf_timeout'])
-            if moved is None:
+                moved = self._tf.lookup(target, header.frame_id, header.stamp)
+            if moved is None:      # not in the buffer (yet): the frame is dropped at once, never waited for
+                self.stats.drop('tf')
+                self._warn('no transform', f'{header.frame_id} -> {target} at the image stamp: {self._tf.last_error}')
                 return
             R, t = moved
             dets, header = transform_detections(dets, R, t), copy_header(header, target)
@@ -432,7 +451,8 @@ class StringPerceptionNode(ManagedNode):
         latency_ms = timing.mark('stamp_to_detections')
         if cfg['publish_markers'] and self._wanted('markers', cfg):
             with timing.stage('publish_markers'):
-                pubs['markers'].publish(self.markers.build(dets if tracks is None else tracks, header))
+                pubs['markers'].publish(self.markers.build(dets if tracks is None else tracks, header,
+                                                           image.header.frame_id))
         if tracks is not None:
             with timing.stage('publish_tracks'):
                 pubs['tracks'].publish(self._track_msgs.build(tracks, header, tracks.ids) if reuse
@@ -463,28 +483,6 @@ class StringPerceptionNode(ManagedNode):
         return draw_boxes(to_rgb(rgb, enc), K, Box3D(dets.translations, dets.rotations, dets.sizes),
                           dets.class_ids, dets.scores, list(self.pipeline.labels))
 
-    # ------------------------------------------------------------------ tf2 (only when importable)
-    def _ensure_tf(self) -> None:
-        if self._tf_buffer is None:
-            import tf2_ros   # params.validate rejected target_frame already if this is missing
-            self._tf_buffer = tf2_ros.Buffer()
-            self._tf_listener = tf2_ros.TransformListener(self._tf_buffer, self)
-
-    def _to_target(self, header, target: str, timeout: float):
-        """(R[3,3], t[3]) taking points from the header's frame to ``target`` at the image stamp, or None."""
-        from rclpy.duration import Duration
-        from rclpy.time import Time
-        from ..box_ops import quaternion_to_rotation
-        try:
-            tf = self._tf_buffer.lookup_transform(target, header.frame_id, Time.from_msg(header.stamp),
-                                                  timeout=Duration(seconds=timeout))
-        except Exception as e:  # tf2 LookupException / ExtrapolationException / ConnectivityException ...
-            self.stats.drop('tf')
-            self._warn('no transform', f'{header.frame_id} -> {target} at the image stamp: {e}')
-            return None
-        q, t = tf.transform.rotation, tf.transform.translation
-        return quaternion_to_rotation(np.array([q.x, q.y, q.z, q.w])), np.array([t.x, t.y, t.z])
-
     # ------------------------------------------------------------------ diagnostics
     def _publish_diagnostics(self) -> None:
         pub = self._diagnostics_publisher()
@@ -494,9 +492,11 @@ class StringPerceptionNode(ManagedNode):
         snap['stage'] = self.budget.diagnostic_values()          # stage.<name>.p50_ms / .p99_ms / .mean_ms / .count
         snap['outputs_skipped'] = {o: self.budget.skips.get(o, 0) for o in OUTPUTS[1:]}
         from .sync import IMPLEMENTATION
-        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
-                               provider=self.pipeline.provider, active=self._active,
+        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), node_name=self.get_name(),
+                               hardware_id=self.get_fully_qualified_name(), provider=self.pipeline.provider,
+                               active=self._active,
                                extra={'synchroniser': IMPLEMENTATION, 'bridge': type(self.bridge).__name__,
+                                      'not_received_keyed_by': getattr(self._image_gaps, 'keyed_by', ''),
                                       'score_threshold': self.pipeline.params['score_threshold']})
         pub.publish(msg)
 

@@ -96,6 +96,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('pre_nms_top_k', 'int', 200, 'candidates kept by score before NMS', 1, 100000, live=True),
     ParamSpec('max_depth_m', 'double', 0.0, 'depth beyond this is invalid (metres); 0 = no limit', 0.0, 1000.0,
               live=True),
+    ParamSpec('resize_mode', 'string', 'pad',
+              "how a camera frame meets the model's input: pad (the whole frame, letterboxed to the model's aspect "
+              'ratio; tokens in the padding give no box) or crop (the largest centred crop: the image sides are not '
+              'looked at)', choices=('pad', 'crop'), live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),
@@ -111,6 +115,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('output_qos_depth', 'int', 5, 'QoS history depth of the output topics', 1, 100),
     ParamSpec('publish_markers', 'bool', True, 'publish ~/markers (visualization_msgs/MarkerArray)', live=True),
     ParamSpec('marker_alpha', 'double', 0.4, 'opacity of the marker cubes', 0.0, 1.0, live=True),
+    ParamSpec('marker_lifetime', 'double', 1.0,
+              'seconds RViz keeps a marker no newer frame replaced, so boxes vanish when the input stops; '
+              '0 = until replaced', 0.0, 3600.0, live=True),
     ParamSpec('publish_embedding', 'bool', True, 'publish ~/embedding (32FC1 Image, 1 x D)', live=True),
     ParamSpec('publish_tokens', 'bool', False,
               'publish ~/tokens (32FC1 Image, N x D) when the model has a tokens output '
@@ -144,7 +151,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               live=True),
     ParamSpec('target_frame', 'string', '',
               'frame for the output boxes; empty = the colour image frame (other frames need tf2_ros)', live=True),
-    ParamSpec('tf_timeout', 'double', 0.05, 'seconds to wait for the transform at the image stamp', 0.0, 10.0,
+    ParamSpec('tf_timeout', 'double', 0.0,
+              'seconds a frame waits for its transform to target_frame at the image stamp (the input callback waits '
+              'with it); 0 = never: a transform not in the buffer yet drops the frame (drops.tf)', 0.0, 10.0,
               live=True),
     ParamSpec('max_stamp_future', 'double', 2.0,
               'frames stamped more than this many seconds ahead of the node clock are dropped (future_stamp); '
@@ -193,9 +202,11 @@ def _specs(params: Sequence[ParamSpec] | None) -> Mapping[str, ParamSpec]:
 
 
 def tf2_available() -> bool:
-    """True when tf2_ros can be imported (needed for a target_frame other than the image frame)."""
+    """True when tf2_ros can be imported and has what ``ros/tf_lookup.py`` uses (needed for a target_frame other
+    than the image frame): the same check as :func:`tf_lookup.import_tf2`."""
+    from .tf_lookup import import_tf2
     try:
-        import tf2_ros  # noqa: F401
+        import_tf2()
     except ImportError:
         return False
     return True

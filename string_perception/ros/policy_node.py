@@ -35,13 +35,13 @@ import numpy as np
 
 from . import policy_params as PP
 from .params import AUTO_PROVIDERS
-from .diagnostics import NodeStats, diagnostic_array
+from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from .messages import copy_header, stamp_to_ns
 
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
 
 READY_LINE = 'string_perception_policy ready'
-STATUS_NAME = 'string_perception_policy: policy'
+STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a renamed node: '<name>: policy'
 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
@@ -138,7 +138,8 @@ class PolicyNode(ManagedNode):
         self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command', out_qos),
                       'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics',
                                                            qos_profile('reliable', 10))}
-        self.stats, self._last_command = NodeStats(), None
+        self.stats = NodeStats(level_window_s=LEVEL_WINDOW_PERIODS * cfg['diagnostics_period'])
+        self._last_command = None
         self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
         m = self.model.metadata
         self.get_logger().info(f'configured: policy {self.model.path} (task {m.task}, E={m.embed_dim}, '
@@ -214,10 +215,10 @@ class PolicyNode(ManagedNode):
         if pub is None or self.model is None:
             return
         snap = self.stats.snapshot(image_topic='embedding')
-        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), hardware_id=self.get_fully_qualified_name(),
+        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), node_name=self.get_name(), task='policy',
+                               hardware_id=self.get_fully_qualified_name(),
                                provider=self.model.session.get_providers()[0], active=self._active,
                                extra={'queries': self.stepper.queries if self.stepper else 0})
-        msg.status[0].name = STATUS_NAME
         pub.publish(msg)
 
 

@@ -7,8 +7,14 @@ numbers its messages 1, 2, 3, ..., so a jump from 7 to 10 means 2 messages of th
 
 :class:`SequenceGaps` (ROS-free) does the arithmetic per publisher: the first message of a publisher and a number
 that goes back (the publisher restarted) count nothing; an RMW that reports no sequence number (None or 0) counts
-nothing. :class:`SequencedSubscriber` is the synchroniser's ``Subscriber`` (real ``message_filters`` or ours) whose
-rclpy callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
+nothing. ``publisher_gid`` is in rclpy's ``MessageInfo`` only since Kilted: without it (Jazzy and older) the numbers
+are keyed per topic only (:attr:`SequenceGaps.keyed_by` says which), and since two publishers' numbers
+interleaved would read as gaps, they are counted only while the topic has exactly one publisher
+(``publisher_count``, e.g. ``lambda: node.count_publishers(topic)``, asked only then); with none given, every
+gid-less message is taken as the one publisher's.
+
+:class:`SequencedSubscriber` is the synchroniser's ``Subscriber`` (real ``message_filters`` or ours) whose rclpy
+callback also takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
 (:meth:`SequencedSubscriber.pass_on`: subclasses that convert the message override that, not the callback).
 """
 from __future__ import annotations
@@ -23,11 +29,14 @@ __all__ = ['SequenceGaps', 'SequencedSubscriber']
 
 class SequenceGaps:
     """``missed(info)`` -> how many messages of ``info``'s publisher came between its previous one and this one.
-    Remembers at most ``max_publishers`` publishers (the least recently heard is forgotten)."""
+    Remembers at most ``max_publishers`` publishers (the least recently heard is forgotten). ``keyed_by``:
+    ``'publisher'`` once a message carried a gid, ``'topic'`` while none did (Jazzy), ``''`` before any."""
 
-    def __init__(self, max_publishers: int = 64) -> None:
+    def __init__(self, max_publishers: int = 64, publisher_count: Callable[[], int] | None = None) -> None:
         self.max_publishers = max_publishers
-        self._last: OrderedDict[bytes | None, int] = OrderedDict()   # publisher gid -> last sequence number
+        self.publisher_count = publisher_count
+        self.keyed_by = ''
+        self._last: OrderedDict[bytes | None, int] = OrderedDict()   # publisher gid (None: the topic) -> last number
 
     def missed(self, info: Mapping[str, Any] | None) -> int:
         seq = info.get('publication_sequence_number') if info else None
@@ -35,6 +44,13 @@ class SequenceGaps:
             return 0
         gid = info.get('publisher_gid')
         key = bytes(gid['data']) if isinstance(gid, Mapping) and gid.get('data') is not None else None
+        if key is not None:
+            self.keyed_by = 'publisher'
+        elif self.keyed_by != 'publisher':
+            self.keyed_by = 'topic'
+        if key is None and self.publisher_count is not None and self.publisher_count() != 1:
+            self._last.pop(None, None)                # several publishers, numbers mixed: count nothing, restart
+            return 0
         last = self._last.pop(key, None)
         self._last[key] = seq
         while len(self._last) > self.max_publishers:

@@ -12,7 +12,10 @@
   ``<prefix><id>``, stamp = the header's (the image stamp), as DOPE / FoundationPose broadcast object frames.
 - :func:`transform_tracks`: tracks into another frame (``p' = R p + t``; velocities rotated), for target_frame.
 - :func:`make_transform_broadcaster`: ``tf2_ros.TransformBroadcaster`` when importable, else
-  :class:`TfMessagePublisher` (same ``sendTransform``; tf2_msgs/TFMessage on ``/tf`` with tf2_ros' QoS).
+  :class:`TfMessagePublisher`, which takes and does what upstream's does (geometry2 ``transform_broadcaster.py``):
+  ``(node, qos=None)`` with ``qos`` a QoSProfile or a history depth (default depth 100, reliable, volatile), the
+  publisher as ``pub_tf``, and ``sendTransform`` of one TransformStamped, a list or any iterable of them (anything
+  else fails when the TFMessage is published, as upstream's does).
 """
 from __future__ import annotations
 
@@ -76,29 +79,29 @@ def transform_tracks(tracks: Tracks, R: np.ndarray, t: np.ndarray) -> Tracks:
 
 
 class TfMessagePublisher:
-    """``tf2_ros.TransformBroadcaster``'s publishing half for machines without tf2_ros: ``sendTransform``
-    publishes a tf2_msgs/TFMessage on ``/tf`` with the QoS tf2_ros uses, so tf2 listeners receive it."""
+    """``tf2_ros.TransformBroadcaster`` for machines without tf2_ros (the same constructor, ``pub_tf`` and
+    ``sendTransform``): publishes a tf2_msgs/TFMessage on ``/tf`` with the QoS tf2_ros uses, so tf2 listeners
+    receive it."""
 
-    def __init__(self, node):
-        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    def __init__(self, node, qos: Any = None):
+        from rclpy.qos import QoSProfile
         from tf2_msgs.msg import TFMessage
-        qos = QoSProfile(depth=TF_QOS_DEPTH, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.VOLATILE)
+        if qos is None:      # upstream's default: depth 100 (reliable, volatile, keep last: QoSProfile's defaults)
+            qos = QoSProfile(depth=TF_QOS_DEPTH)
         self._msg_type = TFMessage
-        self.node = node
-        self.pub = node.create_publisher(TFMessage, TF_TOPIC, qos)
+        self.pub_tf = node.create_publisher(TFMessage, TF_TOPIC, qos)
 
-    def sendTransform(self, transforms: Any | Sequence[Any]) -> None:  # noqa: N802 (tf2_ros' name)
-        items = list(transforms) if isinstance(transforms, (list, tuple)) else [transforms]
-        self.pub.publish(self._msg_type(transforms=items))
-
-    def destroy(self) -> None:
-        self.node.destroy_publisher(self.pub)
+    def sendTransform(self, transform: Any | Sequence[Any]) -> None:  # noqa: N802 (tf2_ros' name)
+        """Publish one TransformStamped, a list, or any iterable of them, as one TFMessage."""
+        if not isinstance(transform, list):
+            transform = list(transform) if hasattr(transform, '__iter__') else [transform]
+        self.pub_tf.publish(self._msg_type(transforms=transform))
 
 
 def make_transform_broadcaster(node):
-    """(broadcaster, implementation name): tf2_ros' when importable, else :class:`TfMessagePublisher`.
-    Raises ImportError when neither tf2_ros nor tf2_msgs is importable (scripts/build_interfaces.sh builds it)."""
+    """(broadcaster, implementation name): tf2_ros' when importable, else :class:`TfMessagePublisher`; either way
+    ``node.destroy_publisher(broadcaster.pub_tf)`` removes it. Raises ImportError when neither tf2_ros nor
+    tf2_msgs is importable (scripts/build_interfaces.sh builds it)."""
     try:
         import tf2_ros
     except ImportError:

@@ -14,6 +14,7 @@ surface as :class:`ModelLoadError` from the constructor and :class:`InferenceErr
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -23,7 +24,7 @@ import numpy as np
 from .errors import InputError
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, _check_params, decode_detections
-from .preprocess import ModelInputs, prepare_inputs, stack_inputs, to_rgb
+from .preprocess import RESIZE_MODES, ModelInputs, prepare_inputs, stack_inputs, to_rgb
 from .tracking import Tracker, TrackerConfig, Tracks
 
 __all__ = ['Pipeline', 'PipelineResult']
@@ -47,18 +48,20 @@ class PipelineResult:
 
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
-    max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, **OnnxModel kwargs)``; call it on
-    a frame, or :meth:`run_batch` on many.
-    ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order)."""
+    max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, resize_mode='pad',
+    **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order).
+    ``resize_mode``: ``'pad'`` looks at the whole camera frame (tokens in the padding never give a detection),
+    ``'crop'`` at the largest centred crop with the model's aspect ratio (``preprocess``)."""
 
     def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,
                  nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
                  max_depth_m: float | None = None, model: OnnxModel | None = None,
                  tracking: TrackerConfig | None = None, nms_class_agnostic: bool = False, multi_label: bool = False,
-                 **model_kwargs):
+                 resize_mode: str = 'pad', **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
                         pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m, nms_class_agnostic=nms_class_agnostic,
-                        multi_label=multi_label)
+                        multi_label=multi_label, resize_mode=resize_mode)
         self.set_tracking(tracking)
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
 
@@ -70,10 +73,14 @@ class Pipeline:
     def set_params(self, *, score_threshold: float | None = None, nms_iou: float | None = None,
                    max_detections: int | None = None, pre_nms_top_k: int | None = None,
                    max_depth_m: float | None | str = 'unchanged', nms_class_agnostic: bool | None = None,
-                   multi_label: bool | None = None) -> None:
+                   multi_label: bool | None = None, resize_mode: str | None = None) -> None:
         """Change postprocess/preprocess parameters (validated together; ``ValueError`` leaves them unchanged)."""
-        cur = getattr(self, '_params', {'nms_class_agnostic': False, 'multi_label': False})
+        cur = getattr(self, '_params', {'nms_class_agnostic': False, 'multi_label': False, 'resize_mode': 'pad'})
         new = dict(cur)
+        if resize_mode is not None:
+            if resize_mode not in RESIZE_MODES:
+                raise ValueError(f'resize_mode must be one of {RESIZE_MODES}, got {resize_mode!r}')
+            new['resize_mode'] = resize_mode
         for k, v in (('nms_class_agnostic', nms_class_agnostic), ('multi_label', multi_label)):
             if v is not None:
                 new[k] = bool(v)
@@ -133,14 +140,26 @@ class Pipeline:
         """Colour conversion (``encoding``: rgb8 / bgr8 / rgba8 / bgra8 / mono8) + :func:`prepare_inputs`
         (``depth_encoding``: 16UC1 / mono16 / 32FC1, checked against the dtype when given)."""
         return prepare_inputs(to_rgb(rgb, encoding), depth, K, self.input_hw, max_depth_m=self._params['max_depth_m'],
-                              intrinsics_hw=intrinsics_hw, depth_encoding=depth_encoding)
+                              intrinsics_hw=intrinsics_hw, depth_encoding=depth_encoding,
+                              resize_mode=self._params['resize_mode'])
 
-    def _decode(self, outputs: dict[str, np.ndarray], i: int) -> Detections:
+    def _decode(self, outputs: dict[str, np.ndarray], i: int, inputs: ModelInputs) -> Detections:
+        """Frame ``i`` of a batch's outputs -> detections, from the tokens that image the frame only."""
         p = self._params
-        return decode_detections(outputs['boxes'][i], outputs['logits'][i], self.labels,
+        boxes, logits = outputs['boxes'][i], outputs['logits'][i]                  # [N,12], [N,C]
+        keep = None
+        if inputs.crop_xywh[0] < 0 or inputs.crop_xywh[1] < 0:                    # padded: drop padding tokens
+            in_frame = inputs.token_in_frame(self.model.metadata.patch_size)      # [N']
+            if in_frame.shape[0] == boxes.shape[0] and not in_frame.all():
+                keep = np.flatnonzero(in_frame)
+                boxes, logits = boxes[keep], logits[keep]
+        dets = decode_detections(boxes, logits, self.labels,
                                  score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
                                  max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'],
                                  class_agnostic=p['nms_class_agnostic'], multi_label=p['multi_label'])
+        if keep is not None and len(dets):
+            dets = dataclasses.replace(dets, token_indices=keep[dets.token_indices])
+        return dets
 
     def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
                  intrinsics_hw=None, stamp_s: float | None = None) -> PipelineResult:
@@ -153,7 +172,7 @@ class Pipeline:
         t1 = time.perf_counter()
         outputs = self.model.run(**inputs.feed())
         t2 = time.perf_counter()
-        dets = self._decode(outputs, 0)
+        dets = self._decode(outputs, 0, inputs)
         t3 = time.perf_counter()
         tracks, track_ms = self._track(dets, stamp_s)
         return self._result(inputs, dets, outputs, 0,
@@ -198,7 +217,7 @@ class Pipeline:
             infer_ms = (time.perf_counter() - t1) * 1e3 / len(pending)
             for j, (slot, inputs, pre_ms) in enumerate(pending):
                 t2 = time.perf_counter()
-                dets = self._decode(outputs, j)
+                dets = self._decode(outputs, j, inputs)
                 post_ms = (time.perf_counter() - t2) * 1e3
                 tracks, track_ms = self._track(dets, None if stamps is None else stamps[slot])
                 results[slot] = self._result(inputs, dets, outputs, j,

@@ -1,8 +1,17 @@
-"""Camera frame -> model inputs: colour conversion, depth units, centre-crop + resize, intrinsics update.
+"""Camera frame -> model inputs: colour conversion, depth units, pad (or crop) + resize, intrinsics update.
 
 Pixel convention (OpenCV / ROS CameraInfo): pixel ``(u, v)`` has its centre at integer coordinates, so the
-continuous image spans ``[-0.5, w - 0.5]``. Resize policy: centre-crop the colour frame to the model's aspect
-ratio (integer crop ``x0, y0, cw, ch``), then resize it to ``(H, W)`` with ``cv2.INTER_AREA``. A source pixel
+continuous image spans ``[-0.5, w - 0.5]``. Resize policy (``resize_mode``):
+
+- ``'pad'`` (default, the whole field of view): the window ``x0, y0, cw, ch`` is the smallest centred box with the
+  model's aspect ratio that CONTAINS the frame (``x0, y0 <= 0``, integer source pixels); the frame is padded to it
+  with :data:`PAD_RGB` (about the normalisation mean, so padding is ~0 after it) and invalid depth, then resized.
+  A frame with the model's aspect ratio (640x480 for a 120x160 model) is only resized. Tokens whose patch centre
+  lies in the padding see no image: :meth:`ModelInputs.token_in_frame` tells the pipeline which to ignore.
+- ``'crop'``: the largest centred crop with the model's aspect ratio (the behaviour before full field of view:
+  a 640x480 frame into a square model loses its outer quarter of columns).
+
+Either way the window is then resized to ``(H, W)`` with ``cv2.INTER_AREA``. A source pixel
 position ``u`` maps to ``u' = sx * (u - x0 + 0.5) - 0.5`` with ``sx = W / cw`` (same for v), so the new
 intrinsics are ``K' = A @ K`` with ``A = [[sx, 0, sx*(0.5 - x0) - 0.5], [0, sy, sy*(0.5 - y0) - 0.5], [0, 0, 1]]``:
 a 3D point projected with ``K`` onto the source frame lands, after the crop/resize, where ``K'`` projects it.
@@ -33,7 +42,8 @@ from .errors import InputError
 __all__ = [
     'ModelInputs', 'prepare_inputs', 'stack_inputs', 'to_rgb', 'mono8_to_rgb', 'bgr_to_rgb', 'rgba_to_rgb',
     'bgra_to_rgb', 'depth_to_metres', 'center_crop_box', 'crop_resize_intrinsics', 'validate_intrinsics',
-    'COLOR_ENCODINGS', 'DEPTH_ENCODINGS', 'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_SIDE',
+    'COLOR_ENCODINGS', 'DEPTH_ENCODINGS', 'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_SIDE', 'RESIZE_MODES', 'PAD_RGB',
+    'fit_box',
 ]
 
 COLOR_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8')
@@ -41,6 +51,8 @@ DEPTH_ENCODINGS = ('16UC1', 'mono16', '32FC1')
 # 8K UHD (7680x4320 = 33.2 Mpx) is handled; far bigger frames are refused before any work is done.
 DEFAULT_MAX_PIXELS = 50_000_000
 DEFAULT_MAX_SIDE = 16384
+RESIZE_MODES = ('pad', 'crop')
+PAD_RGB = (124, 116, 104)                # ~ ImageNet mean x 255: padding is ~0 after the in-graph normalisation
 _MIN_FOCAL, _MAX_ABS_K = 1e-2, 1e8   # pixels; keeps K and the rescaled K finite and invertible in float32
 
 
@@ -51,14 +63,32 @@ class ModelInputs:
     image: np.ndarray                  # uint8 [1,H,W,3] RGB
     depth: np.ndarray                  # float32 [1,H,W] metres, invalid -> 0
     intrinsics: np.ndarray             # float32 [1,3,3], K of `image`
-    crop_xywh: tuple[int, int, int, int]   # crop of the source colour frame: x0, y0, width, height (pixels)
+    crop_xywh: tuple[int, int, int, int]   # window of the source colour frame: x0, y0, width, height (pixels;
+                                           # x0, y0 < 0 when the frame was padded)
     scale_xy: tuple[float, float]      # model pixels per source pixel (sx = W / cw, sy = H / ch)
     valid_depth_fraction: float        # fraction of model depth pixels that are valid
     warnings: tuple[str, ...] = ()     # warning kinds, e.g. ('no_valid_depth',)
 
+    source_hw: tuple[int, int] = (0, 0)    # (h, w) of the source colour frame
+
     @property
     def input_hw(self) -> tuple[int, int]:
         return (int(self.image.shape[1]), int(self.image.shape[2]))
+
+    def token_in_frame(self, patch_size: int) -> np.ndarray:
+        """bool ``[N]`` (row-major patches of ``patch_size``): whether each token's patch centre images the
+        source frame (False only for patches in the padding of ``resize_mode='pad'``)."""
+        H, W = self.input_hw
+        x0, y0, cw, ch = self.crop_xywh
+        sx, sy = self.scale_xy
+        h, w = self.source_hw
+        uc = (np.arange(W // patch_size) + 0.5) * patch_size - 0.5                # [gw] patch centres, model px
+        vc = (np.arange(H // patch_size) + 0.5) * patch_size - 0.5                # [gh]
+        u = (uc + 0.5) / sx - 0.5 + x0                                            # [gw] source px
+        v = (vc + 0.5) / sy - 0.5 + y0                                            # [gh]
+        inside_u = (u >= -0.5) & (u <= w - 0.5)
+        inside_v = (v >= -0.5) & (v <= h - 0.5)
+        return (inside_v[:, None] & inside_u[None, :]).reshape(-1)                # [N]
 
     def feed(self) -> dict[str, np.ndarray]:
         """``{'image', 'depth', 'intrinsics'}`` for :meth:`OnnxModel.run` (``**inputs.feed()``)."""
@@ -179,6 +209,16 @@ def center_crop_box(h: int, w: int, out_h: int, out_w: int) -> tuple[int, int, i
     return (0, (h - ch) // 2, w, ch)
 
 
+def fit_box(h: int, w: int, out_h: int, out_w: int) -> tuple[int, int, int, int]:
+    """Smallest centred window with the aspect ratio of ``out_h x out_w`` that contains an ``h x w`` frame ->
+    (x0, y0, cw, ch) in source pixels, ``x0, y0 <= 0`` (the padding before the frame)."""
+    if w * out_h > h * out_w:                                   # frame wider than the model: pad rows
+        ch = max(h, int(round(w * out_h / out_w)))
+        return (0, -((ch - h) // 2), w, ch)
+    cw = max(w, int(round(h * out_w / out_h)))                  # frame taller (or equal): pad columns
+    return (-((cw - w) // 2), 0, cw, h)
+
+
 def crop_resize_intrinsics(K, crop_xywh: tuple[int, int, int, int], out_hw: tuple[int, int]) -> np.ndarray:
     """K of the source frame -> K of the crop ``(x0, y0, cw, ch)`` resized to ``out_hw`` (float64 [3,3])."""
     x0, y0, cw, ch = crop_xywh
@@ -225,15 +265,19 @@ def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------- main entry
 def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: float | None = None,
                    intrinsics_hw: tuple[int, int] | None = None, depth_encoding: str | None = None,
-                   max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = DEFAULT_MAX_SIDE) -> ModelInputs:
+                   max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = DEFAULT_MAX_SIDE,
+                   resize_mode: str = 'pad') -> ModelInputs:
     """Camera frame -> :class:`ModelInputs` for a model of input size ``model_hw = (H, W)``.
 
     ``rgb``: uint8 ``[h,w,3]`` RGB (convert other encodings with :func:`to_rgb`). ``depth``: uint16 mm or
     float32/float64 m, ``[h',w']`` registered to colour (same size, or same aspect ratio). ``K``: 3x3 of the
     colour frame. ``intrinsics_hw``: the (height, width) the intrinsics were calibrated for (CameraInfo), checked
     against the colour size when given. ``depth_encoding`` (ROS ``16UC1`` / ``mono16`` / ``32FC1``), when given, must
-    match the depth dtype. Raises :class:`InputError`; warnings are returned in ``.warnings``.
+    match the depth dtype. ``resize_mode``: ``'pad'`` (whole frame) or ``'crop'`` (module docstring). Raises
+    :class:`InputError`; warnings are returned in ``.warnings``.
     """
+    if resize_mode not in RESIZE_MODES:
+        raise ValueError(f'resize_mode must be one of {RESIZE_MODES}, got {resize_mode!r}')
     H, W = (int(v) for v in model_hw)
     if H <= 0 or W <= 0:
         raise ValueError(f'model_hw must be positive, got {model_hw}')  # programming error, not a bad frame
@@ -258,8 +302,12 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
         raise InputError('size_mismatch', f'depth {wd}x{hd} is not registered to colour {w}x{h}: different aspect '
                                           'ratio, so it cannot be resized by one factor')
 
-    x0, y0, cw, ch = center_crop_box(h, w, H, W)
-    crop = img[y0:y0 + ch, x0:x0 + cw]                          # [ch,cw,3] view
+    x0, y0, cw, ch = (fit_box if resize_mode == 'pad' else center_crop_box)(h, w, H, W)
+    if x0 < 0 or y0 < 0:                                        # pad: the frame inside a larger window
+        crop = cv2.copyMakeBorder(img, -y0, ch - h + y0, -x0, cw - w + x0, cv2.BORDER_CONSTANT,
+                                  value=PAD_RGB)                # [ch,cw,3]
+    else:
+        crop = img[y0:y0 + ch, x0:x0 + cw]                      # [ch,cw,3] view
     if (ch, cw) == (H, W):
         image = np.array(crop, dtype=np.uint8, order='C')       # [H,W,3] copy
     else:
@@ -269,9 +317,13 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
     # integer arithmetic: row i samples floor((y0 + (i + 1/2) * ch / H) * hd / h) (edge-based coordinates).
     i2 = 2 * np.arange(H, dtype=np.int64) + 1                   # [H] 2i+1
     j2 = 2 * np.arange(W, dtype=np.int64) + 1                   # [W]
-    rows = np.clip((2 * H * y0 + i2 * ch) * hd // (2 * H * h), 0, hd - 1)   # [H]
-    cols = np.clip((2 * W * x0 + j2 * cw) * wd // (2 * W * w), 0, wd - 1)   # [W]
-    depth_m = _to_metres(d[rows[:, None], cols[None, :]], max_depth_m)   # [H,W] float32
+    rows = (2 * H * y0 + i2 * ch) * hd // (2 * H * h)           # [H] (floor: negative in the top padding)
+    cols = (2 * W * x0 + j2 * cw) * wd // (2 * W * w)           # [W]
+    depth_m = _to_metres(d[np.clip(rows, 0, hd - 1)[:, None], np.clip(cols, 0, wd - 1)[None, :]],
+                         max_depth_m)                           # [H,W] float32
+    if x0 < 0 or y0 < 0:                                        # padding has no depth
+        depth_m[(rows < 0) | (rows >= hd), :] = 0.0
+        depth_m[:, (cols < 0) | (cols >= wd)] = 0.0
 
     valid = float(np.count_nonzero(depth_m)) / depth_m.size
     warnings = ('no_valid_depth',) if valid == 0.0 else ()
@@ -284,6 +336,7 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
         scale_xy=(W / cw, H / ch),
         valid_depth_fraction=valid,
         warnings=warnings,
+        source_hw=(int(h), int(w)),
     )
 
 

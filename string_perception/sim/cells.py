@@ -150,7 +150,7 @@ def kuka_cell() -> Cell:
     home = np.array([0.0, 0.5, 0.0, -1.3, 0.0, 1.0, 0.0])
     spread = np.array([1.3, 0.6, 1.2, 0.6, 1.5, 0.8, 1.5])
     tray_c = (_TRAY_XY[0], _TRAY_XY[1], _TABLE_TOP)
-    rigs = (CameraRig('over_shoulder', (-0.95, 0.0, 1.45), tray_c), CameraRig('left', (0.15, 0.85, 1.3), tray_c),
+    rigs = (CameraRig('over_shoulder', (-0.8, 0.45, 1.55), tray_c), CameraRig('left', (0.15, 0.85, 1.3), tray_c),
             CameraRig('right', (0.15, -0.85, 1.3), tray_c), CameraRig('front', (0.95, 0.0, 1.3), tray_c),
             CameraRig('overhead', (0.15, 0.0, 1.55), tray_c))
     # pybullet_data's iiwa has no gripper: link 7's flange face (z = 0.045 m in its frame) takes objects by

@@ -19,6 +19,7 @@ class SimConfig:
     max_objects: int = 12
     mesh_object_fraction: float = 0.25    # share of objects that are meshes (class 'object'); 0 = primitives only
     size_scale: float = 0.6               # primitive sizes = scenes.SIZE_RANGES draws x this (workcell objects)
+    object_split: str = 'all'             # meshes drawn from: 'all' | 'train' | 'heldout' (sim/mesh_library.py)
     # camera: rig names of the cell (cells.py); () = every rig of the cell, drawn uniformly
     cameras: tuple = ()
     camera_position_jitter_m: float = 0.03
@@ -33,6 +34,10 @@ class SimConfig:
     min_visibility: float = 0.1
     # rendering
     rgb_noise_std: float = 2.0
+    # domain randomisation (0 = the cell as modelled): surface / arm colours and lights (sim/appearance.py)
+    appearance_randomization: float = 0.0
+    # probability that an object is dark or shiny for the depth sensor: it loses 30-100 % of its depth pixels
+    object_depth_dropout: float = 0.0
     # depth sensor model: the noise fields of this SceneConfig (scenes/sensor_model.py) are applied to depth
     sensor: SceneConfig = field(default_factory=SceneConfig)
 
@@ -50,6 +55,11 @@ class SimConfig:
             raise ValueError('hfov_deg_range must lie in (0, 150)')
         if not 0.0 <= self.principal_point_jitter <= 0.2:
             raise ValueError('principal_point_jitter must lie in [0, 0.2]')
+        from .mesh_library import MESH_SPLITS
+        if self.object_split not in MESH_SPLITS:
+            raise ValueError(f'object_split must be one of {MESH_SPLITS}, got {self.object_split!r}')
+        if not 0.0 <= self.appearance_randomization <= 1.0 or not 0.0 <= self.object_depth_dropout <= 1.0:
+            raise ValueError('appearance_randomization and object_depth_dropout must lie in [0, 1]')
         if self.size_scale <= 0 or self.settle_max_time_s <= 0 or self.settle_speed_m_s <= 0:
             raise ValueError('size_scale, settle_max_time_s and settle_speed_m_s must be positive')
         object.__setattr__(self, 'cameras', tuple(self.cameras))

@@ -8,16 +8,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import cv2
 import mujoco
 import numpy as np
 
 from string_perception.scenes import Frame
 from string_perception.scenes.sensor_model import sensor_depth
 
+from .appearance import randomize_appearance
 from .camera import CameraDraw, sample_camera, set_model_camera
 from .cells import Cell, build_cell
 from .classes import SIM_CLASS_NAMES
 from .config import SimConfig
+from .mesh_library import library_problems, mesh_indices
 from .objects import MAX_OBJECTS, add_object, add_object_meshes, body_boxes, sample_objects
 from .physics import Indexing, index_model, park_objects, place_objects, sample_arms, settle
 from .render import SceneRenderer
@@ -120,6 +123,24 @@ def _alone_pixels(renderer: SceneRenderer, model, data, cam: CameraDraw, cam_id:
     return counts / (scale * scale)
 
 
+def object_depth_dropout(depth_mm: np.ndarray, owner: np.ndarray, rng: np.random.Generator,
+                         probability: float) -> np.ndarray:
+    """Depth of dark / shiny objects, as stereo and ToF sensors lose it: each visible object is such an object
+    with ``probability``; it then loses 30-100 % of its pixels in smooth blobs (a coarse random field, bilinearly
+    upsampled, thresholded at that quantile). depth_mm uint16 [H,W] (0 = invalid), owner int [H,W] object or -1."""
+    out = depth_mm.copy()
+    h, w = owner.shape
+    for o in np.unique(owner[owner >= 0]):
+        if rng.random() >= probability:
+            continue
+        lost = 0.3 + 0.7 * rng.random()
+        field = cv2.resize(rng.random((max(2, h // 8), max(2, w // 8))).astype(np.float32), (w, h),
+                           interpolation=cv2.INTER_LINEAR)                                # [H,W]
+        mask = owner == o
+        out[mask & (field <= np.quantile(field[mask], lost))] = 0
+    return out
+
+
 @dataclass
 class SceneState:
     """A compiled cell with its dropped objects (what a live simulation keeps stepping)."""
@@ -147,10 +168,14 @@ def build_scene(seed: int, cfg: SimConfig) -> tuple[SceneState, np.random.Genera
         rng = np.random.default_rng(seed if attempt == 0 else [seed, attempt])
         cell = build_cell(cfg.cell)
         n = int(rng.integers(cfg.min_objects, cfg.max_objects + 1))
-        objects = sample_objects(rng, n, cfg.mesh_object_fraction, cfg.size_scale)
+        split = None if cfg.object_split == 'all' else mesh_indices(cfg.object_split)
+        objects = sample_objects(rng, n, cfg.mesh_object_fraction, cfg.size_scale, split,
+                                 frozenset(library_problems()))
         model = _compile(cell, objects, cfg, canvas)
         data = mujoco.MjData(model)
         idx = index_model(model, cell.arm_roots, cell.arm_joints, n)
+        if cfg.appearance_randomization > 0:
+            randomize_appearance(model, idx.arm_geom, idx.obj_geom, rng, cfg.appearance_randomization)
         park_objects(model, data, idx)
         q_arm = sample_arms(rng, model, data, idx, cell.arm_home, cell.arm_spread)
         place_objects(rng, model, data, idx, cell.drop_center, cell.drop_half, cell.support_z)
@@ -217,6 +242,8 @@ def label_view(state: SceneState, cam: CameraDraw, cfg: SimConfig, rng: np.rando
     if cfg.rgb_noise_std > 0:
         rgb = np.clip(rgb + rng.normal(0.0, cfg.rgb_noise_std, rgb.shape), 0, 255).round().astype(np.uint8)
     depth_mm = sensor_depth(z, rng, cfg.sensor)
+    if cfg.object_depth_dropout > 0:
+        depth_mm = object_depth_dropout(depth_mm, owner, rng, cfg.object_depth_dropout)
     m = int(keep.sum())
     frame = SimFrame(rgb=np.ascontiguousarray(rgb), depth_mm=depth_mm, K=cam.K,
                      labels=np.array([o.label for o, k in zip(state.objects, keep) if k], np.int64).reshape(m),

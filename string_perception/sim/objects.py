@@ -46,15 +46,25 @@ def mesh_library_entry(index: int) -> tuple[Path, float]:
     return urdf_visual_mesh(root / 'random_urdfs' / f'{index:03d}' / f'{index:03d}.urdf')
 
 
-def sample_objects(rng: np.random.Generator, count: int, mesh_fraction: float, size_scale: float) -> list:
-    """`count` ObjectSpecs: a mesh with probability `mesh_fraction`, else a uniformly drawn primitive class."""
+def sample_objects(rng: np.random.Generator, count: int, mesh_fraction: float, size_scale: float,
+                   mesh_indices: tuple | None = None, unusable: frozenset = frozenset()) -> list:
+    """`count` ObjectSpecs: a mesh with probability `mesh_fraction`, else a uniformly drawn primitive class.
+
+    Meshes are drawn uniformly from `mesh_indices` (a split of the library, sim/mesh_library.py); None draws from
+    the whole library, redrawing an index in `unusable` (so frames of seeds that never drew one stay the same)."""
     out = []
     for _ in range(count):
         u = rng.random(6)
         hue, sat, val = u[3], 0.35 + 0.6 * u[4], 0.35 + 0.6 * u[5]
         rgba = (*colorsys.hsv_to_rgb(hue, sat, val), 1.0)
         if u[0] < mesh_fraction:
-            path, scale = mesh_library_entry(int(rng.integers(0, NUM_RANDOM_URDFS + 1)))
+            if mesh_indices is not None:
+                index = int(mesh_indices[int(rng.integers(0, len(mesh_indices)))])
+            else:
+                index = int(rng.integers(0, NUM_RANDOM_URDFS + 1))
+                while index in unusable:
+                    index = int(rng.integers(0, NUM_RANDOM_URDFS + 1))
+            path, scale = mesh_library_entry(index)
             out.append(ObjectSpec(OBJECT, (), str(path), scale, rgba))
         else:
             label = int(u[1] * 5)

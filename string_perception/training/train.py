@@ -74,6 +74,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = 1.0          # max global grad norm; 0 disables
     seed: int = 0                   # init + data order
+    init_from: str = ''             # fine-tune: start from this checkpoint's weights (init.load_matching_weights)
     # data
     num_train_frames: int = 10_000  # training seeds [0, num_train_frames)
     cache: bool = True              # generate this rank's frames once and keep them in memory
@@ -405,6 +406,11 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: lr_factor(s, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio))
         start_step, best, spent = 0, None, 0.0        # spent: training-loop seconds of the parts before this one
+        if ckpt is None and cfg.init_from:
+            from string_perception.training.init import load_matching_weights
+            report = load_matching_weights(model, cfg.init_from)
+            if info.is_main:
+                print(f'init from {cfg.init_from}: {report}', flush=True)
         if ckpt is not None:
             model.load_state_dict(ckpt['model'])
             optimizer.load_state_dict(ckpt['optimizer'])
@@ -590,6 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument('--warmup-steps', type=int, default=S)
     o.add_argument('--grad-clip', type=float, default=S)
     o.add_argument('--seed', type=int, default=S)
+    o.add_argument('--init-from', default=S, help='fine-tune: initialise from this checkpoint (matching weights; '
+                   'class embeddings by class name)')
     o.add_argument('--loss', type=_kv, action='append', default=S, metavar='KEY=VALUE',
                    help='SetCriterion keyword argument (JSON value), e.g. weights=\'{"corners": 10}\'')
     o.add_argument('--assignment', default=S, help='hungarian (one-to-one) | dense (one-to-many from masks)')
@@ -644,7 +652,7 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
     for name in ('preset', 'assignment', 'scenes', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay',
-                 'warmup_steps', 'grad_clip', 'seed', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
+                 'warmup_steps', 'grad_clip', 'seed', 'init_from', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
                  'keep_every', 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]

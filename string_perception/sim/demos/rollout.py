@@ -194,7 +194,7 @@ class OnnxActor:
 
     def embedding(self, obs: Observation) -> np.ndarray:
         from ...runtime.preprocess import prepare_inputs
-        inputs = prepare_inputs(obs.color, obs.depth, obs.K, self.perception.input_hw)
+        inputs = prepare_inputs(obs.color, obs.depth, obs.K, self.perception.input_hw, resize_mode='crop')
         return self.perception.run(**inputs.feed())['embedding']                      # [1,E]
 
     def __call__(self, obs: Observation) -> np.ndarray:

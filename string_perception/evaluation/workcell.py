@@ -1,0 +1,284 @@
+"""Detection in the simulated workcells, per cell and camera rig, through the deployed path (``string-perception-eval-workcell``).
+
+    string-perception-eval-workcell models/vitd_workcell.onnx models/vitd_tiny_cayley.onnx \\
+        --frames-per-rig 20 --heldout-frames 40 --out runs/workcell_eval
+
+Frames: the ALOHA and KUKA cells (``sim``) at a camera's resolution (default 640x480, a D435 / ALOHA camera), every
+rig of each cell, held-out test seeds (``2e9 + 1e6 * cell + 1e4 * rig + i``: the test range, never trained on),
+the cells as modelled (no appearance randomisation), 25 % mesh objects drawn from the TRAINING meshes; plus, per
+cell, frames whose mesh objects (50 %) come only from the HELD-OUT meshes (``sim/mesh_library.py``: random_urdfs
+800-999 and the mug, which no training frame contains). Each frame goes through ``runtime.Pipeline`` exactly as the
+node runs it (ONNX Runtime on the CPU, the model's whole camera frame with ``resize_mode='pad'`` unless told
+otherwise), all boxes scoring >= 0.05, class-wise NMS 0.3.
+
+Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
+- ``class_aware``: average best 3D IoU over the primitive objects (a box counts only with the right class);
+- ``agnostic``: average best 3D IoU over every labelled object, any class;
+- ``hit_25``: the fraction of objects whose best class-agnostic IoU is >= 0.25;
+- ``ap3d_25``: AP3D@0.25 (class-aware, every class of the model);
+- ``heldout_agnostic``: average best class-agnostic IoU over the held-out mesh objects;
+- the error breakdown of ``evaluation/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
+  duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
+  object's projected size in pixels and by its visibility.
+
+Frames are rendered once (spawned workers; a GL context does not survive fork) and kept in ``--cache`` so that
+several models are scored on the very same frames.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from string_perception import metrics
+
+__all__ = ['WorkcellEvalConfig', 'TestFrame', 'render_test_frames', 'score_model', 'main']
+
+HELDOUT = 'heldout'
+SIZE_BINS_PX = (0, 16, 32, 64, 128, 1e9)        # sqrt of the projected box's image area, pixels
+VISIBILITY_BINS = (0.0, 0.25, 0.5, 0.75, 1.01)
+
+
+@dataclass(frozen=True)
+class WorkcellEvalConfig:
+    height: int = 480
+    width: int = 640
+    frames_per_rig: int = 20
+    heldout_frames: int = 40                # per cell, every rig drawn at random
+    mesh_object_fraction: float = 0.25
+    heldout_mesh_fraction: float = 0.5
+    first_seed: int = 2_000_000_000
+    score_threshold: float = 0.05
+    nms_iou: float = 0.3
+    operating_threshold: float = 0.3
+    resize_mode: str = 'pad'
+
+
+@dataclass
+class TestFrame:
+    cell: str
+    rig: str                   # a rig name, or 'heldout'
+    seed: int
+    rgb: np.ndarray            # uint8 [H,W,3]
+    depth_mm: np.ndarray       # uint16 [H,W]
+    K: np.ndarray              # float64 [3,3]
+    params: np.ndarray         # float64 [M,12] ground-truth boxes
+    labels: np.ndarray         # int64 [M] (sim.SIM_CLASS_NAMES)
+    visibility: np.ndarray     # float64 [M]
+
+
+def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
+    from string_perception.sim import CELL_NAMES
+    from string_perception.sim.cells import build_cell
+    jobs = []
+    for ci, cell in enumerate(CELL_NAMES):
+        rigs = [r.name for r in build_cell(cell).rigs]
+        for ri, rig in enumerate(rigs):
+            base = cfg.first_seed + 1_000_000 * ci + 10_000 * ri
+            jobs += [(cell, rig, base + i) for i in range(cfg.frames_per_rig)]
+        base = cfg.first_seed + 1_000_000 * ci + 900_000
+        jobs += [(cell, HELDOUT, base + i) for i in range(cfg.heldout_frames)]
+    return jobs
+
+
+def _render(job) -> TestFrame:
+    cell, rig, seed, cfg = job
+    os.environ.setdefault('MUJOCO_GL', 'osmesa')
+    from string_perception import box_ops
+    from string_perception.sim import SimConfig, generate_sim_frame
+    if rig == HELDOUT:
+        sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, object_split='heldout',
+                        mesh_object_fraction=cfg.heldout_mesh_fraction)
+    else:
+        sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, cameras=(rig,), object_split='train',
+                        mesh_object_fraction=cfg.mesh_object_fraction)
+    f = generate_sim_frame(int(seed), sim)
+    params = box_ops.encode_box_params(np.asarray(f.translations, float).reshape(-1, 3),
+                                       np.asarray(f.rotations, float).reshape(-1, 3, 3),
+                                       np.asarray(f.sizes, float).reshape(-1, 3)).reshape(-1, 12)   # [M,12]
+    return TestFrame(cell, rig, int(seed), f.rgb, f.depth_mm, np.asarray(f.K, float), params,
+                     np.asarray(f.labels, np.int64), np.asarray(f.visibility, float))
+
+
+def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str | Path | None = None,
+                       progress: bool = True) -> list[TestFrame]:
+    """Every test frame of ``cfg`` (from ``cache`` when it holds this config's frames, else rendered and saved)."""
+    key = json.dumps(asdict(cfg), sort_keys=True)
+    if cache is not None and Path(cache).is_file():
+        with np.load(cache, allow_pickle=False) as z:
+            if str(z['key']) == key:
+                n = int(z['n'])
+                return [TestFrame(str(z[f'{i}_cell']), str(z[f'{i}_rig']), int(z[f'{i}_seed']), z[f'{i}_rgb'],
+                                  z[f'{i}_depth'], z[f'{i}_K'], z[f'{i}_params'], z[f'{i}_labels'],
+                                  z[f'{i}_vis']) for i in range(n)]
+    jobs = [(*j, cfg) for j in _jobs(cfg)]
+    from tqdm import tqdm
+    with mp.get_context('spawn').Pool(max(1, processes)) as pool:
+        frames = list(tqdm(pool.imap(_render, jobs, chunksize=4), total=len(jobs), desc='workcell test frames',
+                           disable=not progress))
+    if cache is not None:
+        arrays: dict[str, Any] = {'key': np.array(key), 'n': np.array(len(frames))}
+        for i, f in enumerate(frames):
+            arrays.update({f'{i}_cell': np.array(f.cell), f'{i}_rig': np.array(f.rig), f'{i}_seed': np.array(f.seed),
+                           f'{i}_rgb': f.rgb, f'{i}_depth': f.depth_mm, f'{i}_K': f.K, f'{i}_params': f.params,
+                           f'{i}_labels': f.labels, f'{i}_vis': f.visibility})
+        Path(cache).parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(cache, **arrays)
+    return frames
+
+
+def _projected_side_px(params: np.ndarray, K: np.ndarray) -> np.ndarray:
+    """sqrt of the image area of each box's projected corner hull (its 2D bounding box), pixels [M]."""
+    from string_perception import box_ops
+    out = np.zeros(len(params))
+    for j, p in enumerate(params):
+        t, R, s = p[:3], box_ops.rotation_from_6d(p[3:9][None])[0], p[9:12]
+        signs = np.array([[a, b, c] for a in (-1, 1) for b in (-1, 1) for c in (-1, 1)], float)   # [8,3]
+        pts = t + (signs * 0.5 * s) @ R.T                                                          # [8,3]
+        if pts[:, 2].min() <= 1e-3:
+            continue
+        uv = pts @ K.T
+        uv = uv[:, :2] / uv[:, 2:3]                                                                # [8,2]
+        out[j] = math.sqrt(max(np.ptp(uv[:, 0]) * np.ptp(uv[:, 1]), 0.0))
+    return out
+
+
+def _group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame], class_names: Sequence[str],
+                  operating_threshold: float, primitive_count: int, with_breakdown: bool) -> dict[str, Any]:
+    from string_perception.evaluation.breakdown import breakdown as error_breakdown
+    ious = metrics.frame_ious(preds, gts)
+    ious_sym = metrics.frame_ious_sym(preds, gts, list(class_names), ious)
+    prim = [np.asarray(g['labels']) < primitive_count for g in gts]
+    best_aware = metrics.best_iou_per_gt(preds, gts, True, ious_sym)                 # [sum M]
+    best_agn = metrics.best_iou_per_gt(preds, gts, False, ious_sym)
+    prim_all = np.concatenate(prim) if prim else np.zeros(0, bool)
+    ap = metrics.ap3d(preds, gts, 0.25, len(class_names), ious_sym)
+    out: dict[str, Any] = {
+        'num_frames': len(gts), 'num_gt': int(len(best_agn)), 'num_primitive_gt': int(prim_all.sum()),
+        'class_aware': float(best_aware[prim_all].mean()) if prim_all.any() else None,
+        'agnostic': float(best_agn.mean()) if len(best_agn) else None,
+        'hit_25': float((best_agn >= 0.25).mean()) if len(best_agn) else None,
+        'ap3d_25': ap['mean'],
+    }
+    if not with_breakdown or not len(best_agn):
+        return out
+    out['breakdown'] = error_breakdown(preds, gts, list(class_names), score_threshold=operating_threshold,
+                                       ious_sym=ious_sym)['overall']
+    side = np.concatenate([_projected_side_px(g['params'], f.K) for g, f in zip(gts, frames)])
+    vis = np.concatenate([f.visibility for f in frames])
+    missed = best_agn < 0.25
+    out['misses_by_size_px'] = {f'{lo:g}-{hi:g}': [int(missed[m].sum()), int(m.sum())]
+                                for lo, hi in zip(SIZE_BINS_PX[:-1], SIZE_BINS_PX[1:])
+                                for m in [(side >= lo) & (side < hi)]}
+    out['misses_by_visibility'] = {f'{lo:g}-{min(hi, 1):g}': [int(missed[m].sum()), int(m.sum())]
+                                   for lo, hi in zip(VISIBILITY_BINS[:-1], VISIBILITY_BINS[1:])
+                                   for m in [(vis >= lo) & (vis < hi)]}
+    return out
+
+
+def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: WorkcellEvalConfig,
+                threads: int = 2, resize_mode: str | None = None) -> dict[str, Any]:
+    """Run ``model_path`` through ``runtime.Pipeline`` on ``frames``; the scores per rig, per cell and for the
+    held-out objects (module docstring)."""
+    from string_perception.evaluation.evaluate import detections_to_arrays
+    from string_perception.runtime import Pipeline
+    from string_perception.scenes import CLASS_NAMES
+    from string_perception.sim.classes import OBJECT
+    pipe = Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
+                    max_detections=100, intra_op_threads=threads, resize_mode=resize_mode or cfg.resize_mode)
+    names = list(pipe.labels)
+    preds, gts, latency = [], [], []
+    for f in frames:
+        r = pipe(f.rgb, f.depth_mm, f.K)
+        latency.append(r.timings['inference_ms'])
+        preds.append(detections_to_arrays(r.detections))
+        gts.append({'params': f.params, 'labels': f.labels})
+    out: dict[str, Any] = {'model': str(model_path), 'labels': names, 'input_hw': list(pipe.input_hw),
+                           'resize_mode': resize_mode or cfg.resize_mode,
+                           'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
+    idx = np.arange(len(frames))
+    for cell in sorted({f.cell for f in frames}):
+        sel = [i for i in idx if frames[i].cell == cell and frames[i].rig != HELDOUT]
+        out['cells'][cell] = _group_scores([preds[i] for i in sel], [gts[i] for i in sel],
+                                           [frames[i] for i in sel], names, cfg.operating_threshold,
+                                           len(CLASS_NAMES), True)
+        for rig in sorted({frames[i].rig for i in sel}):
+            rs = [i for i in sel if frames[i].rig == rig]
+            out['rigs'][f'{cell}/{rig}'] = _group_scores([preds[i] for i in rs], [gts[i] for i in rs],
+                                                         [frames[i] for i in rs], names, cfg.operating_threshold,
+                                                         len(CLASS_NAMES), False)
+        held = [i for i in idx if frames[i].cell == cell and frames[i].rig == HELDOUT]
+        if held:                                          # only the held-out mesh objects count here
+            hp = [preds[i] for i in held]
+            hg = [{'params': gts[i]['params'][gts[i]['labels'] == OBJECT],
+                   'labels': gts[i]['labels'][gts[i]['labels'] == OBJECT]} for i in held]
+            best = metrics.best_iou_per_gt(hp, hg, False, metrics.frame_ious_sym(hp, hg, names))
+            out['cells'][cell]['heldout_agnostic'] = float(best.mean()) if len(best) else None
+            out['cells'][cell]['heldout_num_gt'] = int(len(best))
+    return out
+
+
+def format_table(results: Sequence[dict[str, Any]]) -> str:
+    """Markdown: one row per model and cell, then one per model and rig."""
+    def f(x):
+        return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else f'{x:.3f}'
+    lines = ['| model | resize | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) |',
+             '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |']
+    for r in results:
+        for cell, s in r['cells'].items():
+            lines.append(f"| {Path(r['model']).name} | {r['resize_mode']} | {cell} | {f(s['class_aware'])} | "
+                         f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {f(s.get('heldout_agnostic'))} |")
+    lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
+              '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
+    for r in results:
+        for rig, s in r['rigs'].items():
+            lines.append(f"| {Path(r['model']).name} | {rig} | {s['num_frames']} | {s['num_gt']} | "
+                         f"{f(s['class_aware'])} | {f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} |")
+    return '\n'.join(lines) + '\n'
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog='string-perception-eval-workcell', description=__doc__.split('\n\n')[0])
+    p.add_argument('models', nargs='+', help='ONNX files; MODEL:crop scores that model with resize_mode crop')
+    d = WorkcellEvalConfig()
+    p.add_argument('--frames-per-rig', type=int, default=d.frames_per_rig)
+    p.add_argument('--heldout-frames', type=int, default=d.heldout_frames)
+    p.add_argument('--height', type=int, default=d.height)
+    p.add_argument('--width', type=int, default=d.width)
+    p.add_argument('--operating-threshold', type=float, default=d.operating_threshold)
+    p.add_argument('--processes', type=int, default=2)
+    p.add_argument('--threads', type=int, default=2)
+    p.add_argument('--cache', default='', help='keep the rendered frames in this .npz (reused when it matches)')
+    p.add_argument('--out', required=True, help='folder for results.json and table.md')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
+                             heldout_frames=args.heldout_frames, operating_threshold=args.operating_threshold)
+    t0 = time.perf_counter()
+    frames = render_test_frames(cfg, args.processes, args.cache or None)
+    print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
+    results = []
+    for spec in args.models:
+        path, _, mode = spec.partition(':')
+        results.append(score_model(path, frames, cfg, args.threads, mode or None))
+        print(format_table(results[-1:]), flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / 'results.json').write_text(json.dumps({'config': asdict(cfg), 'results': results}, indent=1) + '\n')
+    (out / 'table.md').write_text(format_table(results))
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())
