@@ -1,8 +1,9 @@
 """Dense one-to-many assignment (string_perception/assignment.py): known answers on hand-made instance masks."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.assignment import assign_from_mask, dense_assignment, patch_coverage
+from string_perception.assignment import assign_from_mask, dense_assignment, patch_coverage  # noqa: E402
 
 
 def _mask(h=8, w=8):

@@ -1,10 +1,11 @@
 """box_ops_torch equals the numpy reference and is differentiable."""
 import numpy as np
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception import box_ops as bo
-from string_perception import box_ops_torch as bt
+from string_perception import box_ops as bo  # noqa: E402
+from string_perception import box_ops_torch as bt  # noqa: E402
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """DenseCriterion (training/dense_criterion.py): hand-computed losses on 2 frames x 2 objects, normalisers, weights."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.training.dense_criterion import DENSE_WEIGHTS, DenseCriterion
-from string_perception.training.losses import sigmoid_focal_loss
+from string_perception.training.dense_criterion import DENSE_WEIGHTS, DenseCriterion  # noqa: E402
+from string_perception.training.losses import sigmoid_focal_loss  # noqa: E402
 
 C, P = 3, 4          # classes, patch size; 8x8 masks -> 4 tokens
 

@@ -3,7 +3,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from string_perception.training.train import build_parser, config_from_args
+import pytest  # noqa: E402
+pytest.importorskip('torch')  # optional: requirements/train.txt
+from string_perception.training.train import build_parser, config_from_args  # noqa: E402
 
 _PATH = Path(__file__).resolve().parent.parent / 'benchmarks' / 'domain_transfer.py'
 _spec = importlib.util.spec_from_file_location('domain_transfer', _PATH)

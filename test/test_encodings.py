@@ -3,11 +3,12 @@ equality with the dense expm oracle, the closed forms (RoPE blocks, circulant FF
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, apply_string_expm,
+from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, apply_string_expm,  # noqa: E402
                                          build_position_encoding, materialize_rotations)
-from string_perception.encodings.rope import axial_rope_freqs
+from string_perception.encodings.rope import axial_rope_freqs  # noqa: E402
 
 TOL = 1e-10
 DH, H, N = 16, 2, 6

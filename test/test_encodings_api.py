@@ -1,9 +1,11 @@
 """API contract of string_perception.encodings: names, argument checking, dtypes, shapes, devices."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import (ENCODING_NAMES, CanonicalForm, PositionEncoding, apply_rope_mixed,
-                                         build_position_encoding, fold_basis_into_projection)
+from string_perception.encodings import (  # noqa: E402
+    ENCODING_NAMES, CanonicalForm, PositionEncoding, apply_rope_mixed,
+    build_position_encoding, fold_basis_into_projection)
 
 KW = dict(head_dim=16, num_heads=2, coord_dim=3)
 

@@ -1,11 +1,12 @@
 """Compilation to RoPE-Mixed ([ESPR] Lemma 1; [STRING] Thm 3.4), folding into q/k projections, defects."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, build_position_encoding,
+from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, build_position_encoding,  # noqa: E402
                                          canonical_from_generators, fold_basis_into_projection,
                                          generator_defects, joint_block_diagonalize)
-from string_perception.encodings.dense import basis_generators
+from string_perception.encodings.dense import basis_generators  # noqa: E402
 
 TOL = 1e-10
 DH, H, N = 16, 2, 7

@@ -3,12 +3,13 @@ the RoPE-Mixed lift that lets ⊗-STRING export, rotation invariance about the c
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import (ALL_ENCODING_NAMES, COORDINATE_TRANSFORMS, ENCODING_NAMES,
+from string_perception.encodings import (ALL_ENCODING_NAMES, COORDINATE_TRANSFORMS, ENCODING_NAMES,  # noqa: E402
                                          EXPANDING_ENCODING_NAMES, apply_rope_mixed, azimuth_polar_coordinates,
                                          build_position_encoding, canonical_coordinates, fold_basis_into_projection)
-from string_perception.model.vit import Attention
+from string_perception.model.vit import Attention  # noqa: E402
 
 DH, H, N, M = 8, 2, 7, 3
 

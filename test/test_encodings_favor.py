@@ -2,10 +2,11 @@
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import build_position_encoding
-from string_perception.encodings.favor import (favor_attention, orthogonal_gaussian_features,
+from string_perception.encodings import build_position_encoding  # noqa: E402
+from string_perception.encodings.favor import (favor_attention, orthogonal_gaussian_features,  # noqa: E402
                                                positive_random_features, softmax_attention)
 
 D, M = 8, 40_000

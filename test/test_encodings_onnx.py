@@ -1,9 +1,10 @@
 """The compiled op, apply_rope_mixed, exports to a small ONNX graph (no complex, FFT, solve or expm) and
 ONNX Runtime reproduces it at other batch / token counts."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.encodings import apply_rope_mixed, build_position_encoding, fold_basis_into_projection
+from string_perception.encodings import apply_rope_mixed, build_position_encoding, fold_basis_into_projection  # noqa: E402
 
 onnx = pytest.importorskip('onnx')
 ort = pytest.importorskip('onnxruntime')

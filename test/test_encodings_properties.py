@@ -1,9 +1,11 @@
 """Property-based checks over shapes (hypothesis): odd block counts, dc > Dh/2, Dh = 2, shared heads, etc."""
-import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
+import pytest  # noqa: E402
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
-from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, apply_string_expm,
+from string_perception.encodings import (ENCODING_NAMES, apply_rope_mixed, apply_string_expm,  # noqa: E402
                                          build_position_encoding, generator_defects)
 
 

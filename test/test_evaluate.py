@@ -7,7 +7,8 @@ import pytest
 from string_perception import box_ops
 from string_perception.evaluation.evaluate import (decode_outputs, evaluate_predictions, filter_predictions,
                                                    headline, main as evaluate_main)
-from string_perception.training.train import main as train_main
+pytest.importorskip('torch')  # optional: requirements/train.txt
+from string_perception.training.train import main as train_main  # noqa: E402
 
 NAMES = ('box', 'cylinder', 'sphere')
 

@@ -9,22 +9,25 @@ import json
 import numpy as np
 import onnx
 import pytest
-import torch
-from onnx import TensorProto, helper
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 
-import string_perception
-from string_perception.encodings import ENCODING_NAMES
-from string_perception.export import export_onnx
-from string_perception.export.deployable import DeployableViTD, FoldedAttention
-from string_perception.export.graph_checks import (FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,
-                                                   forbidden_ops, op_types)
-from string_perception.export.verify import (FP32_ATOL, TEST_SEED_BASE, random_frames, scene_frames, tolerance,
-                                             verify_export)
-from string_perception.model import ViTDConfig, build_model, load_checkpoint
-from string_perception.runtime.checksum import weights_sha256
-from string_perception.runtime.errors import MetadataError
-from string_perception.runtime.model_metadata import ModelMetadata
-from string_perception.runtime.onnx_runner import OnnxModel
+import string_perception  # noqa: E402
+from string_perception.encodings import ENCODING_NAMES  # noqa: E402
+from string_perception.export import export_onnx  # noqa: E402
+from string_perception.export.deployable import DeployableViTD, FoldedAttention  # noqa: E402
+from string_perception.export.graph_checks import (  # noqa: E402
+    FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,
+    forbidden_ops, op_types)
+from string_perception.export.verify import (  # noqa: E402
+    FP32_ATOL, TEST_SEED_BASE, random_frames, scene_frames, tolerance,
+    verify_export)
+from string_perception.model import ViTDConfig, build_model, load_checkpoint  # noqa: E402
+from string_perception.runtime.checksum import weights_sha256  # noqa: E402
+from string_perception.runtime.errors import MetadataError  # noqa: E402
+from string_perception.runtime.model_metadata import ModelMetadata  # noqa: E402
+from string_perception.runtime.onnx_runner import OnnxModel  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings('ignore::DeprecationWarning')
 

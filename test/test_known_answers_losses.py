@@ -8,10 +8,11 @@ num_boxes; loss = 2 class + 5 params + 2 corners.
 import math
 
 import pytest
-import torch
-import torch.distributed as dist
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 
-from string_perception.training.losses import SetCriterion, sigmoid_focal_loss
+from string_perception.training.losses import SetCriterion, sigmoid_focal_loss  # noqa: E402
 
 C = 3
 ALPHA, GAMMA = 0.25, 2.0

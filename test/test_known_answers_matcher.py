@@ -7,9 +7,10 @@ formulas in matcher.py's docstring (focal cost, L1 over the 12 numbers, L1 over 
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.matcher import HungarianMatcher, focal_class_cost
+from string_perception.matcher import HungarianMatcher, focal_class_cost  # noqa: E402
 
 C = 3
 ALPHA, GAMMA = 0.25, 2.0

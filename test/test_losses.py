@@ -1,9 +1,10 @@
 """SetCriterion: zero box losses for a perfect prediction, gradients flow, empty targets stay finite."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.matcher import HungarianMatcher
-from string_perception.training.losses import SetCriterion, sigmoid_focal_loss
+from string_perception.matcher import HungarianMatcher  # noqa: E402
+from string_perception.training.losses import SetCriterion, sigmoid_focal_loss  # noqa: E402
 
 C = 4
 

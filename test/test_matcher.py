@@ -3,10 +3,11 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.box_ops import encode_box_params
-from string_perception.matcher import HungarianMatcher
+from string_perception.box_ops import encode_box_params  # noqa: E402
+from string_perception.matcher import HungarianMatcher  # noqa: E402
 
 
 def make_boxes(n, gen):

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from string_perception.model import PRESETS, ViTDConfig, build_model
+pytest.importorskip('torch')  # optional: requirements/train.txt
+from string_perception.model import PRESETS, ViTDConfig, build_model  # noqa: E402
 
 
 def test_default_round_trip_through_json():

@@ -2,9 +2,10 @@
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import depth_tokens as dt
+from string_perception.model import depth_tokens as dt  # noqa: E402
 
 RANGE = (0.05, 10.0)
 

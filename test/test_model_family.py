@@ -5,11 +5,12 @@ import math
 
 import numpy as np
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import ViTDConfig, build_model
-from string_perception.model.abs_pos import sincos_position_embedding
-from string_perception.model.normal_map import surface_normals
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
+from string_perception.model.abs_pos import sincos_position_embedding  # noqa: E402
+from string_perception.model.normal_map import surface_normals  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings('ignore::DeprecationWarning')
 

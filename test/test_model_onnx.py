@@ -3,9 +3,10 @@ with a dynamic batch and ONNX Runtime reproduces it, invalid depth included. Sma
 (a few seconds); the production export path (fold + dynamo) belongs to export/."""
 import numpy as np
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import ViTDConfig, build_model
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
 
 ort = pytest.importorskip('onnxruntime')
 pytest.importorskip('onnx')

@@ -3,11 +3,12 @@ import copy
 import json
 
 import pytest
-import torch
-from torch import nn
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
-from string_perception.encodings import ENCODING_NAMES, apply_rope_mixed, fold_basis_into_projection
-from string_perception.model import ViTDConfig, build_model, load_checkpoint, save_checkpoint
+from string_perception.encodings import ENCODING_NAMES, apply_rope_mixed, fold_basis_into_projection  # noqa: E402
+from string_perception.model import ViTDConfig, build_model, load_checkpoint, save_checkpoint  # noqa: E402
 
 MODES = [dict(use_depth=False), dict(use_depth=True, coord_mode='grid_depth'),
          dict(use_depth=True, coord_mode='camera_xyz')]

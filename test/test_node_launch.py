@@ -1,4 +1,5 @@
-"""What launch/string_perception.launch.py and launch/multi_camera.launch.py start, and the RViz config.
+"""What launch/string_perception.launch.py, launch/multi_camera.launch.py and launch/replay.launch.py start, and
+the RViz config.
 
 The ``launch`` / ``launch_ros`` packages are not on PyPI, so the launch files run against small recording
 stand-ins: every action and substitution records its arguments, ``FindPackageShare`` resolves to this checkout.
@@ -416,3 +417,71 @@ def test_driver_parameter_files_ask_for_depth_registered_to_colour():
     assert depthai['pipeline_gen.i_pipeline_type'] == depthai['camera.i_pipeline_type'] == 'RGBD'
     assert params('driver_orbbec.yaml')['depth_registration'] is True
     assert {LS.DRIVERS[k].depth_encoding for k in ('zed', 'zed_5.0')} == {'32FC1'}
+
+# --- launch/replay.launch.py: a recording played into the node on the bag's time -------------------------------
+
+REPLAY = REPO / 'launch' / 'replay.launch.py'
+
+
+@pytest.fixture()
+def replay(monkeypatch):
+    return _load(monkeypatch, REPLAY)
+
+
+def _bag_topics(bag):
+    from string_perception.bags.writer import read_metadata
+    return {e['topic_metadata']['name'] for e in read_metadata(bag)['topics_with_message_count']}
+
+
+def test_replay_launch_plays_the_bag_with_clock_and_puts_every_node_on_sim_time(replay):
+    from string_perception.bags.play import build_parser, without_ros_args
+    assert 'use_sim_time' not in _declared(replay)                          # not optional in a replay
+    actions = _run(replay, use_rviz='true')
+    assert [type(a).__name__ for a in actions] == ['Node', 'LifecycleNode', 'Node']
+    player, node, rviz = (a.kwargs for a in actions)
+    scripts = dict(re.findall(r"'([\w-]+) = ([\w.]+):main'", (REPO / 'setup.py').read_text()))
+    assert scripts[player['executable']] == 'string_perception.bags.play'
+    args = build_parser().parse_args(without_ros_args(player['arguments'] + ['--ros-args', '-r', '__node:=p']))
+    assert args.clock == 40.0 and args.rate == 1.0 and not args.loop
+    bag = Path(args.bag)
+    assert bag == REPO / 'data' / 'sample_recording' and (bag / 'metadata.yaml').is_file()
+    topics = _bag_topics(bag)
+    assert args.wait_for_subscribers == 1 and set(args.wait_topics) == {'/camera/color/camera_info'} <= topics
+    # the node: sim time, and inputs that are the bag's topics (colour as image_transport's compressed)
+    params_file, overrides = node['parameters']
+    assert Path(params_file) == REPO / 'config' / 'default.yaml'
+    assert overrides['use_sim_time'] is True
+    assert (overrides['image_transport'], overrides['depth_transport']) == ('compressed', 'raw')
+    assert all(k in P.SPECS or k == 'use_sim_time' for k in overrides)
+    remaps = dict(node['remappings'])
+    assert {remaps['image'] + '/compressed', remaps['depth'], remaps['camera_info']} <= topics
+    assert rviz['parameters'] == [{'use_sim_time': True}]
+    # every ROS node that is not the time source itself runs on the player's /clock
+    for a in actions[1:]:
+        assert any(isinstance(p, dict) and p.get('use_sim_time') is True for p in a.kwargs['parameters'])
+
+
+def test_replay_launch_arguments_reach_the_player_and_the_node(replay):
+    from string_perception.bags.play import build_parser, without_ros_args
+    actions = _run(replay, bag='/data/run3', rate='0.5', loop='true', clock_hz='100', image='/cam/rgb',
+                          depth='/cam/depth', camera_info='/cam/info', image_transport='raw', node_name='replayed')
+    assert [type(a).__name__ for a in actions] == ['Node', 'LifecycleNode']
+    args = build_parser().parse_args(without_ros_args(actions[0].kwargs['arguments']))
+    assert (args.bag, args.rate, args.loop, args.clock, args.wait_topics) == ('/data/run3', 0.5, True, 100.0,
+                                                                              ['/cam/info'])
+    node = actions[1].kwargs
+    assert node['name'] == 'replayed'
+    assert dict(node['remappings']) == {'image': '/cam/rgb', 'depth': '/cam/depth', 'camera_info': '/cam/info'}
+    assert node['parameters'][1]['image_transport'] == 'raw'
+    for bad in ({'clock_hz': '0'}, {'rate': '-1'}):
+        with pytest.raises(ValueError, match='must be > 0'):
+            _run(replay, **bad)
+
+
+def test_replay_launch_share_files_exist(replay):
+    paths = [_resolve(a.kwargs['default_value']) for a in _declared(replay).values()]
+    assert sorted(p.name for p in filter(None, paths)) == ['default.yaml', 'fastdds_loopback.xml',
+                                                          'sample_recording', 'string_perception.rviz']
+    for p in filter(None, paths):
+        assert (p / 'metadata.yaml').is_file() if p.name == 'sample_recording' else p.is_file(), p
+    assert "f'share/{PACKAGE}/data/sample_recording'" in (REPO / 'setup.py').read_text()   # installed there

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,
+from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,  # noqa: E402
                                                       default_model_decision, paper_cells, render_decision,
                                                       render_markdown, summarise)
-from string_perception.training.train import load_training_checkpoint
+from string_perception.training.train import load_training_checkpoint  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 ISSUE_TABLE4 = {'vit': (49.77, 58.09, 57.17, 58.95, 58.85), 'vitd': (67.60, 71.21, 70.90, 72.36, 72.67)}

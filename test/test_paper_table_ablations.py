@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import ViTDConfig, build_model
-from string_perception.model.vitd import save_checkpoint
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
+from string_perception.model.vitd import save_checkpoint  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MICRO = ['--model', 'image_size=[64,64]', '--model', 'width=32', '--model', 'depth=1', '--model', 'num_heads=2',

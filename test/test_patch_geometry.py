@@ -1,10 +1,11 @@
 """Patch geometry tokens (model/patch_geometry.py): known answers on planes, holes, batching and the model wiring."""
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import ViTDConfig, build_model
-from string_perception.model import depth_tokens as dt
-from string_perception.model.patch_geometry import PatchGeometryEmbed, geometry_image, pixel_grid
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
+from string_perception.model import depth_tokens as dt  # noqa: E402
+from string_perception.model.patch_geometry import PatchGeometryEmbed, geometry_image, pixel_grid  # noqa: E402
 
 RANGE = (0.05, 10.0)
 H, W, P = 16, 24, 8

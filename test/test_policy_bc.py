@@ -10,6 +10,8 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import pytest  # noqa: E402
+pytest.importorskip('torch')  # optional: requirements/train.txt
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 import torch  # noqa: E402
 
 from string_perception.model import ViTDConfig, build_model  # noqa: E402

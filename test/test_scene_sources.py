@@ -8,6 +8,8 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+pytest.importorskip('torch')  # optional: requirements/train.txt
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 import torch  # noqa: E402
 
 from string_perception.evaluation.evaluate import main as evaluate_main  # noqa: E402

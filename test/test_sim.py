@@ -5,9 +5,10 @@ import os
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
 import cv2  # noqa: E402
+import pytest  # noqa: E402
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 from string_perception.box_ops import CORNER_SIGNS  # noqa: E402
 from string_perception.scenes.primitives import support_distance  # noqa: E402

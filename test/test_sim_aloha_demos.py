@@ -10,6 +10,7 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 from string_perception.sim.demos.episodes import (EpisodeConfig, load_episode, record_episode,  # noqa: E402
                                                   save_episode)
 from string_perception.sim.demos.scripted import TransferScript  # noqa: E402

@@ -9,6 +9,7 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 from string_perception.sim.demos.episodes import _hold_action  # noqa: E402
 from string_perception.sim.demos.rollout import (JOINT_NAMES, RolloutConfig, record_demonstration,  # noqa: E402
                                                  replay_actor, run_episode)

@@ -5,9 +5,10 @@ import os
 
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
+import pytest  # noqa: E402
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
 
 from string_perception.scenes.primitives import CONE, support_distance  # noqa: E402
 from string_perception.sim import OBJECT, SimConfig  # noqa: E402

@@ -2,11 +2,12 @@
 import math
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.box_ops_torch import params_to_corners, rotation_from_6d, rotation_to_6d
-from string_perception.training.dense_criterion import DenseCriterion
-from string_perception.training.symmetric_targets import align_targets, class_kinds, signed_permutations
+from string_perception.box_ops_torch import params_to_corners, rotation_from_6d, rotation_to_6d  # noqa: E402
+from string_perception.training.dense_criterion import DenseCriterion  # noqa: E402
+from string_perception.training.symmetric_targets import align_targets, class_kinds, signed_permutations  # noqa: E402
 
 NAMES = ('box', 'cylinder', 'sphere', 'cone', 'capsule')
 KINDS = class_kinds(NAMES)

@@ -7,13 +7,15 @@ import subprocess
 import sys
 
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception.model import ViTDConfig, build_model
-from string_perception.scenes import CLASS_NAMES, SceneConfig
-from string_perception.training.data import SceneDataset, collate
-from string_perception.training.train import (TrainConfig, build_criterion, build_parser, config_from_args,
-                                              load_training_checkpoint, lr_factor, main, param_groups)
+from string_perception.model import ViTDConfig, build_model  # noqa: E402
+from string_perception.scenes import CLASS_NAMES, SceneConfig  # noqa: E402
+from string_perception.training.data import SceneDataset, collate  # noqa: E402
+from string_perception.training.train import (  # noqa: E402
+    TrainConfig, build_criterion, build_parser, config_from_args,
+    load_training_checkpoint, lr_factor, main, param_groups)
 
 # A model small enough for a few dozen CPU steps in seconds: 64x64 input, 8x8 patches (64 tokens), width 32.
 TINY = ['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',

@@ -1,12 +1,14 @@
 """Training data pipeline: seeds per split, determinism, units, 12-number targets, sharding, collate, cache."""
 import numpy as np
 import pytest
-import torch
+pytest.importorskip('torch')  # optional: requirements/train.txt
+import torch  # noqa: E402
 
-from string_perception import box_ops
-from string_perception.scenes import SceneConfig, generate_frame
-from string_perception.training.data import (SPLIT_SEED_BASE, FrameCache, SceneDataset, ShardSampler, collate,
-                                             make_loader, shard_indices, split_seeds)
+from string_perception import box_ops  # noqa: E402
+from string_perception.scenes import SceneConfig, generate_frame  # noqa: E402
+from string_perception.training.data import (  # noqa: E402
+    SPLIT_SEED_BASE, FrameCache, SceneDataset, ShardSampler, collate,
+    make_loader, shard_indices, split_seeds)
 
 SMALL = SceneConfig(height=64, width=64)
 

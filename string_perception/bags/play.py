@@ -3,6 +3,7 @@
     string-perception-play data/sample_recording                      # once, real time
     string-perception-play BAG --rate 0.5 --loop --remap /camera/color/image_raw/compressed:=/cam/rgb/compressed
     string-perception-play BAG --wait-for-subscribers 2 --topics /camera/depth/image_raw
+    string-perception-play BAG --clock                                  # + /clock at 40 Hz (use_sim_time nodes)
 
 Messages are published as the CDR bytes stored in the bag (no decoding), spaced as their recorded (receive)
 times divided by ``--rate``. Publishers are reliable KEEP_LAST 100 (best-effort subscribers such as the node's
@@ -10,6 +11,12 @@ camera inputs accept them); a topic the recorder saw offered transient-local by 
 ``/tf_static``, the node's ``~/label_info``) is played transient-local with its recorded depth, as
 ``ros2 bag play`` does, so a subscriber that joins later still gets it. The DDS environment is the process's own
 (``ROS_DOMAIN_ID``, Fast DDS profile); ``--domain-id`` applies ``ros.dds_env`` (loopback-only profile) first.
+
+``--clock [HZ]`` (as ``ros2 bag play --clock``): the player is a ROS time source. It publishes
+``rosgraph_msgs/Clock`` on ``/clock`` (best effort, depth 1, as rclcpp's ``ClockQoS``) every 1/HZ s of wall time
+(default 40 Hz), holding the bag time it has reached: the first message's recorded time when playback starts,
+then advancing with the recorded times at ``--rate``. A tick that falls due before a message is published before
+it, so a node with ``use_sim_time`` never sees data from its future. Each loop starts the clock again at the start.
 """
 from __future__ import annotations
 
@@ -23,6 +30,10 @@ from .reader import BagError, open_bag
 from .ros_io import message_class, parse_remaps, playback_qos
 
 __all__ = ['BagPlayer', 'main']
+
+
+CLOCK_TOPIC = '/clock'
+DEFAULT_CLOCK_HZ = 40.0      # ros2 bag play --clock without a value
 
 
 # Reliable publishers keep this many messages for slow subscribers: with a shallow history (10) a loaded machine
@@ -50,9 +61,11 @@ class BagPlayer:
     """Publishers for a bag's topics on ``node``; :meth:`play` publishes its messages in time."""
 
     def __init__(self, node, bag: str | Path, *, rate: float = 1.0, remaps: dict[str, str] | None = None,
-                 topics: Iterable[str] | None = None, reliability: str = 'reliable'):
+                 topics: Iterable[str] | None = None, reliability: str = 'reliable', clock_hz: float = 0.0):
         if not rate > 0:
             raise ValueError(f'rate must be > 0, got {rate}')
+        if not (clock_hz >= 0 and clock_hz < float('inf')):
+            raise ValueError(f'clock_hz must be >= 0 (0: no /clock), got {clock_hz}')
         self.node, self.bag, self.rate = node, Path(bag), float(rate)
         remaps = dict(remaps or {})
         reader = open_bag(self.bag)
@@ -73,6 +86,15 @@ class BagPlayer:
             self.publishers[c.topic] = node.create_publisher(message_class(c.msgtype), out, qos)
             self.output_topics[c.topic] = out
         self.published = 0
+        self.clock_period_s = 1.0 / clock_hz if clock_hz else 0.0
+        self.clock_publisher = self.clock_class = None
+        self.clock_ticks = 0
+        if clock_hz:
+            from rclpy.qos import QoSProfile, ReliabilityPolicy
+            from rosgraph_msgs.msg import Clock
+            self.clock_class = Clock
+            self.clock_publisher = node.create_publisher(
+                Clock, CLOCK_TOPIC, QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
 
     def wait_for_subscribers(self, count: int = 1, timeout: float = 30.0,
                              topics: Iterable[str] | Mapping[str, int] | None = None) -> bool:
@@ -108,14 +130,17 @@ class BagPlayer:
         reader = open_bag(self.bag)
         try:
             conns = [c for c in reader.connections if c.topic in self.publishers]
-            start_wall, first = time.monotonic(), None
+            start_wall, first, tick = time.monotonic(), None, 0
             for conn, t, raw in _checked(self.bag, reader.messages(conns)):
                 if should_stop():
                     return
                 first = t if first is None else first
-                delay = start_wall + (t - first) / 1e9 / self.rate - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
+                due = start_wall + (t - first) / 1e9 / self.rate
+                while self.clock_publisher is not None and start_wall + tick * self.clock_period_s <= due:
+                    _sleep_until(start_wall + tick * self.clock_period_s)
+                    self._publish_clock(first + round(tick * self.clock_period_s * self.rate * 1e9))
+                    tick += 1
+                _sleep_until(due)
                 data = bytes(raw)
                 self.publishers[conn.topic].publish(data)
                 self.published += 1
@@ -123,6 +148,18 @@ class BagPlayer:
                     on_publish(conn.topic, data)
         finally:
             reader.close()
+
+    def _publish_clock(self, bag_time_ns: int) -> None:
+        msg = self.clock_class()
+        msg.clock.sec, msg.clock.nanosec = divmod(int(bag_time_ns), 1_000_000_000)
+        self.clock_publisher.publish(msg)
+        self.clock_ticks += 1
+
+
+def _sleep_until(wall: float) -> None:
+    delay = wall - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
 
 
 def _checked(bag: Path, messages):
@@ -152,16 +189,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--wait-topics', nargs='+', default=None, metavar='TOPIC[=N]',
                    help='only these (bag) topics need the N subscribers, or their own =N (default: every topic)')
     p.add_argument('--wait-timeout', type=float, default=30.0, help='seconds to wait for subscribers')
+    p.add_argument('--clock', type=float, nargs='?', const=DEFAULT_CLOCK_HZ, default=0.0, metavar='HZ',
+                   help=f'publish the bag time on {CLOCK_TOPIC} at HZ (default {DEFAULT_CLOCK_HZ:g} Hz when given '
+                        'without a value), for nodes with use_sim_time')
     p.add_argument('--domain-id', type=int, default=None,
                    help='ROS_DOMAIN_ID with the loopback-only DDS profile (default: the environment as it is)')
     return p
 
 
+def without_ros_args(argv: list[str]) -> list[str]:
+    """``argv`` less its ROS arguments (``--ros-args ... [--]``, which launch_ros adds to name the node); rclpy
+    reads those from ``sys.argv`` itself."""
+    out, in_ros_args = [], False
+    for a in argv:
+        if a == '--ros-args':
+            in_ros_args = True
+        elif in_ros_args and a == '--':
+            in_ros_args = False
+        elif not in_ros_args:
+            out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(without_ros_args(sys.argv[1:] if argv is None else argv))
     try:
         remaps = parse_remaps(args.remap)
         wait_topics = parse_wait_topics(args.wait_topics, args.wait_for_subscribers)
+        if not 0 <= args.clock < float('inf'):
+            raise ValueError(f'--clock: the rate must be a positive number of Hz, got {args.clock:g}')
     except ValueError as e:
         print(f'string-perception-play: {e}', file=sys.stderr)
         return 2
@@ -173,13 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     node = rclpy.create_node('string_perception_play')
     try:
         player = BagPlayer(node, args.bag, rate=args.rate, remaps=remaps, topics=args.topics,
-                           reliability=args.reliability)
+                           reliability=args.reliability, clock_hz=args.clock)
         if (args.wait_for_subscribers > 0 or wait_topics) and not player.wait_for_subscribers(
                 args.wait_for_subscribers, args.wait_timeout, topics=wait_topics):
             print(f'string-perception-play: too few subscribers after {args.wait_timeout:g} s', file=sys.stderr)
             return 1
         print(f'playing {args.bag} ({len(player.publishers)} topics, {player.duration_ns / 1e9:.2f} s '
-              f'at x{args.rate:g})', flush=True)
+              f'at x{args.rate:g}' + (f', {CLOCK_TOPIC} at {args.clock:g} Hz' if args.clock else '') + ')',
+              flush=True)
         n = player.play(loop=args.loop)
         acked = player.wait_for_acks()
         print(f'published {n} messages' + ('' if acked else ' (not all acknowledged by reliable subscribers)'),

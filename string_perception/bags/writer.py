@@ -11,12 +11,14 @@ or from CDR bytes (what ``record`` receives and what rclpy's ``serialize_message
 from __future__ import annotations
 
 import shutil
+from io import BytesIO
 from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+from rosbags.rosbag2.storage_mcap import Channel, McapWriter, write_channel, write_string
 
 from .splitting import SplitPolicy, merge_part_metadata
 from .typestore import make_typestore
@@ -24,10 +26,30 @@ from .typestore import make_typestore
 __all__ = ['BagWriter', 'STORAGES', 'COMPRESSION_MODES', 'BAG_VERSION', 'read_metadata']
 
 STORAGES = {'sqlite3': StoragePlugin.SQLITE3, 'mcap': StoragePlugin.MCAP}
-BAG_VERSION = 8          # rosbag2 metadata version read by Jazzy and Kilted
+BAG_VERSION = 9          # rosbag2 metadata version that ros2 bag writes on Jazzy and Kilted (8 and older still read)
 # ros2 bag record --compression-mode: 'file' compresses each storage file when the bag closes, 'message' each
 # message's bytes; the format is zstd (rosbag2's only one). rosbags' Reader (and ros2 bag) decompress either.
 COMPRESSION_MODES = ('none', 'file', 'message')
+
+
+class _McapChannelsWithHash(McapWriter):
+    """rosbags' MCAP storage, with each channel's metadata as rosbag2's MCAP plugin writes it: the topic's
+    ``offered_qos_profiles`` and its ``topic_type_hash`` (the RIHS01 type hash; rosbags writes only the former)."""
+
+    def add_connection(self, connection, offered_qos_profiles: str) -> None:
+        metadata = BytesIO()
+        for key, value in (('offered_qos_profiles', offered_qos_profiles), ('topic_type_hash', connection.digest)):
+            write_string(metadata, key)
+            write_string(metadata, value)
+        self.channels.append(Channel(connection.id, connection.msgtype, connection.topic,
+                                     connection.ext.serialization_format, metadata.getvalue()))
+        self.channel_stats[connection.id] = 0
+        write_channel(self.chunk.bio, self.channels[-1], self.schemas)
+
+
+class _Rosbag2Writer(Writer):
+    """rosbags' ``Writer`` with :class:`_McapChannelsWithHash` as its MCAP storage."""
+    STORAGE_PLUGINS = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _McapChannelsWithHash}
 
 
 class BagWriter:
@@ -58,7 +80,7 @@ class BagWriter:
         self._writer = self._file_writer(self.path / f'{self.path.name}_0' if self.split.enabled else self.path)
 
     def _file_writer(self, path: Path) -> Writer:
-        writer = Writer(path, version=BAG_VERSION, storage_plugin=self._storage)
+        writer = _Rosbag2Writer(path, version=BAG_VERSION, storage_plugin=self._storage)
         writer.set_compression(CompressionMode[self._compression.upper()], CompressionFormat.ZSTD)
         for k, v in self._custom_data.items():
             writer.set_custom_data(k, v)

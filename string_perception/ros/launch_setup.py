@@ -13,7 +13,8 @@
 - :func:`rviz_config` rewrites the shipped RViz config so its fixed frame and topics follow the arguments; RViz gets
   ``use_sim_time`` when the node runs on sim time (the argument, else the ``config`` file's value for the node).
 - :func:`single_camera_actions` / :func:`multi_camera_actions`: ``OpaqueFunction`` bodies that return the
-  ``launch_ros`` ``LifecycleNode`` (and RViz) actions. ``launch``/``launch_ros`` are imported only there, so the
+  ``launch_ros`` ``LifecycleNode`` (and RViz) actions; :func:`replay_actions` adds the bag player (``/clock``)
+  and puts everything on sim time. ``launch``/``launch_ros`` are imported only there, so the
   rest is testable without them.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Mapping
 
 __all__ = ['DriverPreset', 'DRIVERS', 'DEFAULT_DRIVER', 'ALOHA_CAMERAS', 'BOOL_CHOICES', 'OPTIONAL_BOOL_CHOICES',
            'parse_bool', 'optional_bool', 'camera_topics', 'node_fqn', 'node_parameters', 'file_parameter',
-           'rviz_config', 'node_action', 'single_camera_actions', 'multi_camera_actions']
+           'rviz_config', 'node_action', 'single_camera_actions', 'multi_camera_actions', 'replay_actions']
 
 PACKAGE = 'string_perception'
 EXECUTABLE = 'string_perception_node'
@@ -198,12 +199,17 @@ def _write_rviz(text: str, node: str) -> str:
     return path
 
 
-def node_action(cfg: Mapping[str, str], *, node_name: str, topics: Mapping[str, str]):
+def node_action(cfg: Mapping[str, str], *, node_name: str, topics: Mapping[str, str],
+                extra_params: Mapping[str, Any] | None = None):
     """The node as a ``launch_ros`` ``LifecycleNode`` (launch or a lifecycle manager can drive its transitions;
-    with autostart true, the node's default, it configures and activates itself)."""
+    with autostart true, the node's default, it configures and activates itself). ``extra_params`` join the given
+    arguments' dict (they win over the ``config`` file)."""
     from launch_ros.actions import LifecycleNode
+    params = node_parameters(cfg)
+    if extra_params:
+        params = [params[0], {**(params[1] if len(params) > 1 else {}), **extra_params}]
     return LifecycleNode(package=PACKAGE, executable=EXECUTABLE, name=node_name, namespace=cfg['namespace'],
-                         output='screen', parameters=node_parameters(cfg),
+                         output='screen', parameters=params,
                          remappings=[(k, topics[k]) for k in ('image', 'depth', 'camera_info')],
                          arguments=['--ros-args', '--log-level', cfg['log_level']])
 
@@ -234,3 +240,36 @@ def multi_camera_actions(context, *_args, **_kwargs) -> list:
         raise ValueError(f'launch argument cameras:={cfg["cameras"]!r} must list distinct camera names')
     return [node_action(cfg, node_name=f'{cfg["node_name"]}_{cam}',
                         topics=camera_topics(cfg['driver'], cam, cfg['camera_namespace'])) for cam in cameras]
+
+
+PLAY_EXECUTABLE = 'string-perception-play'
+
+
+def replay_actions(context, *_args, **_kwargs) -> list:
+    """``OpaqueFunction`` body of ``replay.launch.py``: the bag player, publishing the recorded time on /clock
+    (``--clock``), and the node with ``use_sim_time`` true, RViz too when asked (also on sim time). The player
+    waits until the node subscribes to ``camera_info`` (a bag topic) so the first frames are not lost."""
+    from launch_ros.actions import Node
+    cfg = dict(context.launch_configurations, use_sim_time='true')
+    clock_hz, rate = float(cfg['clock_hz']), float(cfg['rate'])
+    if not (clock_hz > 0 and rate > 0):
+        raise ValueError(f'launch arguments clock_hz:={cfg["clock_hz"]} and rate:={cfg["rate"]} must be > 0')
+    topics = {k: cfg[k] for k in ('image', 'depth', 'camera_info')}
+    player_args = [cfg['bag'], '--clock', f'{clock_hz:g}', '--rate', f'{rate:g}',
+                   '--wait-for-subscribers', '1', '--wait-topics', topics['camera_info'], '--wait-timeout', '120']
+    if parse_bool(cfg['loop'], 'loop'):
+        player_args.append('--loop')
+    actions = [
+        Node(package=PACKAGE, executable=PLAY_EXECUTABLE, name='string_perception_play', output='screen',
+             arguments=player_args),
+        node_action(cfg, node_name=cfg['node_name'], topics=topics,
+                    extra_params={'image_transport': cfg['image_transport'],
+                                  'depth_transport': cfg['depth_transport']}),
+    ]
+    if parse_bool(cfg['use_rviz'], 'use_rviz'):
+        fqn = node_fqn(cfg['namespace'], cfg['node_name'])
+        text = rviz_config(cfg['rviz_config'], fqn, cfg['fixed_frame'], topics['image'])
+        actions.append(Node(package='rviz2', executable='rviz2', name=f'rviz2_{cfg["node_name"]}',
+                            namespace=cfg['namespace'], output='log', arguments=['-d', _write_rviz(text, fqn)],
+                            parameters=[{'use_sim_time': True}]))
+    return actions
