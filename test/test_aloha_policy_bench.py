@@ -129,7 +129,7 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     assert policy_file.metadata.embed_dim == TINY['embed_dim'] and policy_file.metadata.chunk_size == 8
     assert policy_file.metadata.perception_model_sha256 == r['perception_weights_sha256']
     color, depth, K, _ = bench._start_frame(1000002)
-    inp = prepare_inputs(color, depth, K, TINY['image_size'])
+    inp = prepare_inputs(color, depth, K, TINY['image_size'], resize_mode='crop')   # as the policy data
     emb = perception.run(**inp.feed())['embedding']                                # [1,E]
     qpos = np.linspace(-0.5, 0.5, 14, dtype=np.float32)[None]
     localiser, aux, _ = load_localiser(tmp_path / 'emb' / 'probe.pt')

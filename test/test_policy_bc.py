@@ -95,7 +95,8 @@ def test_samples_one_per_frame(workdir):
     np.testing.assert_array_equal(s.step[:5], [0, 10, 20, 30, 0])
     np.testing.assert_array_equal(s.mask[3], np.arange(30, 38) < T)           # step 30: 8 steps, all inside
     frames = model_frames(demos[:1], TINY['image_size'])
-    ref = prepare_inputs(demos[0]['color'][2], demos[0]['depth'][2], demos[0]['K'], TINY['image_size'])
+    ref = prepare_inputs(demos[0]['color'][2], demos[0]['depth'][2], demos[0]['K'], TINY['image_size'],
+                         resize_mode='crop')                 # the policy's perception files saw centre crops
     np.testing.assert_array_equal(frames['image'][2], ref.image[0])            # the runtime's preprocessing
     np.testing.assert_array_equal(frames['depth'][2], ref.depth[0])
 
@@ -180,7 +181,7 @@ def test_exported_files_match_torch_and_drive_the_rollout_actor(workdir, tmp_pat
     obs = Observation(10, demo['color'][1], demo['depth'][1].astype(np.float32) / 1000.0, demo['K'],
                       demo['qpos'][10].astype(np.float64), demo['cube_xyz'])
     actor = OnnxActor(r['perception_onnx'], r['policy_onnx'])
-    inp = prepare_inputs(obs.color, obs.depth, obs.K, TINY['image_size'])
+    inp = prepare_inputs(obs.color, obs.depth, obs.K, TINY['image_size'], resize_mode='crop')
     policy = load_policy(workdir / 'x' / 'last.pt')[0]
     with torch.no_grad():
         e = policy.vitd(*(torch.as_tensor(v) for v in inp.feed().values()))['embedding']
