@@ -75,8 +75,8 @@ def greedy_nms(t, R, size, groups, nms_iou: float, max_detections: int) -> list[
     suppressed = np.zeros(k, dtype=bool)
     while True:
         undecided = ~(kept | suppressed)
-        if not undecided.any() or np.count_nonzero(kept) >= max_detections:
-            break
+        if not undecided.any() or np.count_nonzero(kept[:np.argmax(undecided)]) >= max_detections:
+            break                                   # every box decided, or the first max_detections kept are
         blocked = (open_ & ~suppressed[:, None]).any(axis=0)                    # a live box may suppress it
         leaders = undecided & ~blocked
         kept |= leaders
