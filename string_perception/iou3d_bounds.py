@@ -62,7 +62,7 @@ def _inscribed_intersection(t, M, ha, hb):
     need = np.einsum('pmk,pm->pk', M, s0)                                  # support of the box along A's axes
     with np.errstate(divide='ignore', invalid='ignore'):
         alpha = np.minimum(1.0, np.min(ha / need, axis=-1))                # nan only for a shrunk-away box
-    s = np.nan_to_num(alpha)[:, None] * s0
+    s = np.where(alpha > 0.0, alpha, 0.0)[:, None] * s0
     return _overlap(t - s, t + s, hb)
 
 
@@ -95,8 +95,10 @@ def iou_bounds(t, R, size_a, size_b):
 # The 12 face planes of the pair: 0..5 B's (axis k = i % 3, sign - for i < 3), 6..11 A's, the same order.
 # Lines: every pair of planes that are not opposite faces of one box (60); each is clipped by the other 10.
 _PAIRS = np.array([(f, g) for f in range(12) for g in range(f + 1, 12) if not (f // 6 == g // 6 and g - f == 3)])
-_OWN = np.zeros((len(_PAIRS), 12), dtype=bool)                              # [60,12] the line's own two planes
-_OWN[np.arange(len(_PAIRS)), _PAIRS[:, 0]] = _OWN[np.arange(len(_PAIRS)), _PAIRS[:, 1]] = True
+_PF, _PG = _PAIRS[:, 0], _PAIRS[:, 1]
+_OWN = np.zeros((len(_PAIRS), 12))                                          # [60,12] 1 for the line's own planes
+_OWN[np.arange(len(_PAIRS)), _PF] = _OWN[np.arange(len(_PAIRS)), _PG] = 1.0
+_NOT_OWN = 1.0 - _OWN
 _SIGN = np.repeat([-1.0, 1.0], 3)
 _AXIS = np.tile(np.arange(3), 2)
 _NB = _SIGN[:, None] * np.eye(3)[_AXIS]                                     # [6,3] B's outward normals
@@ -116,29 +118,26 @@ def _planes(t, R, ha, hb):
 
 def edge_intersection_volume(t, R, size_a, size_b):
     """Volume of A ∩ B by the line formula (module docstring) -> ``(vol[P], reliable[P])``; ``reliable`` is False
-    where an axis of A is within ~1.4e-3 rad of one of B's (the formula is ill-conditioned there)."""
+    where an axis of A is within ~1.4e-3 rad of one of B's (the formula is ill-conditioned there, and exactly
+    parallel planes give NaN) or the volume is not finite."""
     n, d = _planes(t, R, 0.5 * size_a, 0.5 * size_b)
-    nf, ng = n[:, _PAIRS[:, 0]], n[:, _PAIRS[:, 1]]                         # [P,60,3]
-    df, dg = d[:, _PAIRS[:, 0]], d[:, _PAIRS[:, 1]]                         # [P,60]
-    c = np.einsum('plc,plc->pl', nf, ng)
-    s2 = np.maximum(1.0 - c * c, 1e-300)
-    s = np.sqrt(s2)
-    u = cross3(nf, ng) / s[..., None]                                    # unit direction of each line
-    p0 = ((df - c * dg)[..., None] * nf + (dg - c * df)[..., None] * ng) / s2[..., None]   # its point nearest 0
-    nT = n.transpose(0, 2, 1)                                              # [P,3,12]
-    den = u @ nT                                                           # [P,60,12] along-line rate per plane
-    num = d[:, None] - p0 @ nT                                             # room left at p0
-    den[:, _OWN] = 0.0                                                     # the line's own planes: no constraint
-    num[:, _OWN] = 1.0
-    with np.errstate(divide='ignore', invalid='ignore'):
-        lam = num / den
-    hi = np.min(np.where(den > 0, lam, np.inf), axis=-1)
-    lo = np.max(np.where(den < 0, lam, -np.inf), axis=-1)
-    outside = np.any((den == 0) & (num < 0), axis=-1)                      # parallel to a plane, on its far side
-    length = np.where(outside | ~(hi > lo), 0.0, hi - lo)                  # inf - inf (parallel planes) -> nan -> 0
-    w = (2.0 * df * dg - c * (df * df + dg * dg)) / s
-    vol = np.einsum('pl,pl->p', w, np.where(np.isfinite(length), length, 0.0)) / 6.0
-    reliable = np.max(np.abs(R), axis=(1, 2)) < 1.0 - _PARALLEL
+    nf, ng = n[:, _PF], n[:, _PG]                                              # [P,60,3] the line's two planes
+    df, dg = d[:, _PF], d[:, _PG]                                              # [P,60]
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        c = np.einsum('plc,plc->pl', nf, ng)
+        s2 = 1.0 - c * c
+        s = np.sqrt(s2)
+        u = cross3(nf, ng) / s[..., None]                                      # unit direction of each line
+        p0 = ((df - c * dg)[..., None] * nf + (dg - c * df)[..., None] * ng) / s2[..., None]   # its point nearest 0
+        nT = n.transpose(0, 2, 1)                                              # [P,3,12]
+        den = (u @ nT) * _NOT_OWN + 0.0                  # [P,60,12]; own planes 0 (+ 0.0: never -0.0, so >= 0)
+        num = (d[:, None] - p0 @ nT) * _NOT_OWN + _OWN                         # room left at p0; own planes: 1
+        lam = num / den                                                        # den 0: ±inf (num's sign) or nan
+        hi = np.fmin.reduce(np.where(den >= 0.0, lam, np.inf), axis=-1)        # fmin: nan (on the plane) ignored
+        lo = np.fmax.reduce(np.where(den < 0.0, lam, -np.inf), axis=-1)
+        w = (2.0 * df * dg - c * (df * df + dg * dg)) / s
+        vol = np.einsum('pl,pl->p', w, np.maximum(hi - lo, 0.0)) / 6.0
+    reliable = (np.max(np.abs(R), axis=(1, 2)) < 1.0 - _PARALLEL) & np.isfinite(vol)
     return vol, reliable
 
 
@@ -151,4 +150,4 @@ def edge_iou(t, R, size_a, size_b, lower=None, upper=None):
         reliable &= iou >= lower - 1e-9
     if upper is not None:
         reliable &= iou <= upper + 1e-9
-    return iou, reliable & np.isfinite(vol)
+    return iou, reliable

@@ -42,7 +42,11 @@ def candidate_pairs(t, size, groups, nms_iou: float):
     radius = 0.5 * np.linalg.norm(size, axis=-1)
     dist = np.linalg.norm(t[:, None] - t[None], axis=-1)                        # [k,k]
     ok = (ratio > nms_iou) & (dist <= radius[:, None] + radius[None]) & (groups[:, None] == groups[None])
-    return np.nonzero(np.triu(ok, 1))
+    ok &= _UPPER[:len(t), :len(t)] if len(t) <= len(_UPPER) else np.triu(np.ones_like(ok), 1)
+    return np.nonzero(ok)
+
+
+_UPPER = np.triu(np.ones((256, 256), dtype=bool), 1)   # i < j
 
 
 def _settle(t, R, size, i, j, thr: float, lower=None, upper=None) -> np.ndarray:
