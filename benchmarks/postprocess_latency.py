@@ -8,7 +8,7 @@ test split (seeds from 2e9, 640x480 as the camera publishes them, through ``runt
 every frame's outputs with the reference decoder (test/postprocess_reference.py, one exact-IoU call per kept box)
 and with ``runtime.postprocess.decode_detections``, alternating old and new frame by frame so that a change of the
 machine's load hits both, each call timed on its own (``time.perf_counter``). Prints per setting: p50 / p99 / mean
-in ms of both, the ratios old / new, the candidates and kept boxes per frame, and how many frames differ in any
+in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates and kept boxes per frame, and how many frames differ in any
 kept box (must be 0); the 1-minute load average with every table. Nothing asserts; test/test_nms.py checks
 correctness, never time.
 """
@@ -67,20 +67,23 @@ def compare(boxes, logits, labels, score_threshold: float, nms_iou: float = 0.3,
 
     kw = dict(score_threshold=score_threshold, nms_iou=nms_iou, class_agnostic=class_agnostic,
               multi_label=multi_label)
-    old_ms, new_ms, kept, differ = [], [], [], []
+    old_ms, new_ms, old_cpu, new_cpu, kept, differ = [], [], [], [], [], []
     for f, (b, lg) in enumerate(zip(boxes, logits)):
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             ref = decode_detections_reference(b, lg, labels, **kw)
-            t1 = time.perf_counter()
+            c1, t1 = time.thread_time(), time.perf_counter()
             new = decode_detections(b, lg, labels, **kw)
-            t2 = time.perf_counter()
+            c2, t2 = time.thread_time(), time.perf_counter()
             old_ms.append((t1 - t0) * 1e3)
             new_ms.append((t2 - t1) * 1e3)
+            old_cpu.append((c1 - c0) * 1e3)
+            new_cpu.append((c2 - c1) * 1e3)
         kept.append(len(new))
         if not same_detections(ref, new):
             differ.append(f)
-    return {'old_ms': old_ms, 'new_ms': new_ms, 'kept': kept, 'differ': differ}
+    return {'old_ms': old_ms, 'new_ms': new_ms, 'old_cpu_ms': old_cpu, 'new_cpu_ms': new_cpu, 'kept': kept,
+            'differ': differ}
 
 
 def main(argv=None) -> int:
@@ -100,8 +103,11 @@ def main(argv=None) -> int:
     thresholds = args.thresholds or [recommended if recommended is not None else 0.3, 0.05]
     print(f'{args.frames} frames {args.frame_size[0]}x{args.frame_size[1]} (seeds {FIRST_SEED}..), model {Path(args.model).name} outputs in '
           f'{time.perf_counter() - t0:.1f} s; cores {os.cpu_count()}; nms_iou {args.nms_iou}')
+    print('wall ms (perf_counter) per call; cpu = this thread\'s CPU time (time.thread_time), which a loaded '
+          'machine inflates less')
     print('threshold  nms             labels        old p50  old p99 old mean | new p50  new p99 new mean | '
-          'p50 ratio p99 ratio | cand/frame kept/frame | frames differing | load 1 min')
+          'p50 ratio p99 ratio | cpu old p50/p99  cpu new p50/p99 | cand/frame kept/frame | frames differing | '
+          'load 1 min')
     from scipy.special import expit
     for thr in thresholds:
         cand = float(np.mean(np.sum(expit(logits.max(axis=2)) >= thr, axis=1)))
@@ -112,6 +118,8 @@ def main(argv=None) -> int:
                 print(f"{thr:9.2f}  {'class-agnostic' if agnostic else 'class-wise':14s}  "
                       f"{'multi-label' if multi else 'argmax':11s}  {_stats(o)} | {_stats(n)} | "
                       f"{np.percentile(o, 50) / np.percentile(n, 50):8.1f}x {np.percentile(o, 99) / np.percentile(n, 99):8.1f}x"
+                      f" | {np.percentile(r['old_cpu_ms'], 50):7.3f} {np.percentile(r['old_cpu_ms'], 99):7.3f}"
+                      f"  {np.percentile(r['new_cpu_ms'], 50):7.3f} {np.percentile(r['new_cpu_ms'], 99):7.3f}"
                       f" | {cand:10.1f} {np.mean(r['kept']):10.1f} | {len(r['differ']):16d} | "
                       f"{os.getloadavg()[0]:.1f}", flush=True)
     return 0

@@ -96,8 +96,8 @@ def iou_bounds(t, R, size_a, size_b):
 # Lines: every pair of planes that are not opposite faces of one box (60); each is clipped by the other 10.
 _PAIRS = np.array([(f, g) for f in range(12) for g in range(f + 1, 12) if not (f // 6 == g // 6 and g - f == 3)])
 _PF, _PG = _PAIRS[:, 0], _PAIRS[:, 1]
-_OWN = np.zeros((len(_PAIRS), 12))                                          # [60,12] 1 for the line's own planes
-_OWN[np.arange(len(_PAIRS)), _PF] = _OWN[np.arange(len(_PAIRS)), _PG] = 1.0
+_OWN = np.zeros((12, len(_PAIRS)))                                          # [12,60] 1 for the line's own planes
+_OWN[_PF, np.arange(len(_PAIRS))] = _OWN[_PG, np.arange(len(_PAIRS))] = 1.0
 _NOT_OWN = 1.0 - _OWN
 _SIGN = np.repeat([-1.0, 1.0], 3)
 _AXIS = np.tile(np.arange(3), 2)
@@ -129,12 +129,13 @@ def edge_intersection_volume(t, R, size_a, size_b):
         s = np.sqrt(s2)
         u = cross3(nf, ng) / s[..., None]                                      # unit direction of each line
         p0 = ((df - c * dg)[..., None] * nf + (dg - c * df)[..., None] * ng) / s2[..., None]   # its point nearest 0
-        nT = n.transpose(0, 2, 1)                                              # [P,3,12]
-        den = (u @ nT) * _NOT_OWN + 0.0                  # [P,60,12]; own planes 0 (+ 0.0: never -0.0, so >= 0)
-        num = (d[:, None] - p0 @ nT) * _NOT_OWN + _OWN                         # room left at p0; own planes: 1
+        # [P,12 (clipping plane),60 (line)]: reducing over the middle axis runs along contiguous rows (10x faster
+        # than over a last axis of 12)
+        den = (n @ u.transpose(0, 2, 1)) * _NOT_OWN + 0.0  # rate along the line; own planes 0 (+0.0: never -0.0)
+        num = (d[:, :, None] - n @ p0.transpose(0, 2, 1)) * _NOT_OWN + _OWN    # room left at p0; own planes: 1
         lam = num / den                                                        # den 0: ±inf (num's sign) or nan
-        hi = np.fmin.reduce(np.where(den >= 0.0, lam, np.inf), axis=-1)        # fmin: nan (on the plane) ignored
-        lo = np.fmax.reduce(np.where(den < 0.0, lam, -np.inf), axis=-1)
+        hi = np.fmin.reduce(np.where(den >= 0.0, lam, np.inf), axis=1)         # fmin: nan (on the plane) ignored
+        lo = np.fmax.reduce(np.where(den < 0.0, lam, -np.inf), axis=1)
         w = (2.0 * df * dg - c * (df * df + dg * dg)) / s
         vol = np.einsum('pl,pl->p', w, np.maximum(hi - lo, 0.0)) / 6.0
     reliable = (np.max(np.abs(R), axis=(1, 2)) < 1.0 - _PARALLEL) & np.isfinite(vol)

@@ -37,13 +37,15 @@ def candidate_pairs(t, size, groups, nms_iou: float):
     """Pairs ``(i, j)``, ``i < j``, of the same group that the exact IoU would not reject outright: volume ratio
     ``> nms_iou`` and bounding spheres (radius = half-diagonal) touching -> ``(i[P], j[P])``, by ``i`` then ``j``.
     The tests are the exact IoU's own floating-point expressions, so they reject exactly the same pairs."""
+    k = len(t)
     volume = np.prod(size, axis=1)                                              # [k]
     ratio = np.minimum(volume[:, None], volume[None]) / np.maximum(volume[:, None], volume[None])
+    ok = (ratio > nms_iou) & (groups[:, None] == groups[None])
+    ok &= _UPPER[:k, :k] if k <= len(_UPPER) else np.triu(np.ones_like(ok), 1)
+    i, j = np.nonzero(ok)
     radius = 0.5 * np.linalg.norm(size, axis=-1)
-    dist = np.linalg.norm(t[:, None] - t[None], axis=-1)                        # [k,k]
-    ok = (ratio > nms_iou) & (dist <= radius[:, None] + radius[None]) & (groups[:, None] == groups[None])
-    ok &= _UPPER[:len(t), :len(t)] if len(t) <= len(_UPPER) else np.triu(np.ones_like(ok), 1)
-    return np.nonzero(ok)
+    near = np.linalg.norm(t[i] - t[j], axis=-1) <= radius[i] + radius[j]      # per pair: the same bits as [k,k]
+    return i[near], j[near]
 
 
 _UPPER = np.triu(np.ones((256, 256), dtype=bool), 1)   # i < j
