@@ -89,16 +89,23 @@ def greedy_nms(t, R, size, groups, nms_iou: float, max_detections: int) -> list[
         a, b = np.nonzero(open_ & leaders[:, None] & ~suppressed[None])
         open_[leaders] = False
         if a.size:
-            suppressed[b[_suppresses(t, R, size, a, b, nms_iou)]] = True
+            suppressed[b[_suppresses(t, R, size, a, b, nms_iou, any_per_target=True)]] = True
     return np.flatnonzero(kept)[:max_detections].tolist()
 
 
-def _suppresses(t, R, size, i, j, thr: float) -> np.ndarray:
-    """``IoU > thr`` for the pairs ``(i, j)``: the bounds, then the edge formula, then the exact IoU."""
+def _suppresses(t, R, size, i, j, thr: float, any_per_target: bool = False) -> np.ndarray:
+    """``IoU > thr`` for the pairs ``(i, j)``: the bounds, then the edge formula, then the exact IoU.
+    ``any_per_target``: only whether each ``j`` is suppressed by any of its pairs matters, so a pair whose ``j`` a
+    bound already suppresses is left False instead of being settled (the NMS waves need no more)."""
     tr, Rr = relative_pose(t[i], R[i], t[j], R[j])
     lower, upper = iou_bounds(tr, Rr, size[i], size[j])
     out = lower - _BOUND_MARGIN > thr
-    todo = np.flatnonzero(~out & (upper + _BOUND_MARGIN >= thr))
+    todo = ~out & (upper + _BOUND_MARGIN >= thr)
+    if any_per_target and out.any():
+        hit = np.zeros(len(t), dtype=bool)
+        hit[j[out]] = True
+        todo &= ~hit[j]
+    todo = np.flatnonzero(todo)
     if todo.size:
         out[todo] = _settle(t, R, size, i[todo], j[todo], thr, lower[todo], upper[todo])
     return out
