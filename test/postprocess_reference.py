@@ -1,6 +1,7 @@
-"""The decoder as it was before issue 37 (one exact-IoU call per kept box), kept only as the reference that
-test/test_nms.py and benchmarks/postprocess_latency.py compare :func:`string_perception.runtime.postprocess.
-decode_detections` with, box for box. Not part of the package; do not import it from package code."""
+"""The decoder as it was before issue 37 (one exact-IoU call per kept box; box_ops' rotation functions of then),
+kept only as the reference that test/test_nms.py and benchmarks/postprocess_latency.py compare
+:func:`string_perception.runtime.postprocess.decode_detections` with, box for box. Not part of the package; do not
+import it from package code."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,13 +9,79 @@ from typing import Sequence
 import numpy as np
 from scipy.special import expit
 
-from string_perception.box_ops import Box3D, rotation_from_6d, rotation_to_quaternion
+from string_perception.box_ops import Box3D
 from string_perception.iou3d import pairwise_box3d_iou
 from string_perception.runtime.errors import OutputError
 from string_perception.runtime.postprocess import (_DEGENERATE_EPS, _MAX_CENTRE_M, _MAX_SIZE_M, Detections,
                                                    _as_output, _check_params)
 
 __all__ = ['decode_detections_reference', 'greedy_nms_reference', 'same_detections']
+
+
+_EPS = 1e-12   # box_ops._EPS
+
+
+# box_ops' rotation functions as they were before issue 37 (frozen here, so that the comparison also catches a
+# change of a single bit in today's faster versions)
+def _normalize(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors along the last axis and their norms ``[..., 1]``."""
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    return v / np.maximum(n, _EPS), n
+
+
+def _any_perpendicular(u: np.ndarray) -> np.ndarray:
+    """A unit vector perpendicular to each unit vector ``u[..., 3]`` (used for degenerate 6D inputs)."""
+    # Cross with the basis axis least aligned with u.
+    axis = np.eye(3)[np.argmin(np.abs(u), axis=-1)]
+    return _normalize(np.cross(u, axis))[0]
+
+
+def rotation_from_6d(x6) -> np.ndarray:
+    """``x6[..., 6]`` (two columns, any scale) -> ``R[..., 3, 3]`` in SO(3) by Gram-Schmidt.
+
+    ``R[..., :, 0]`` is the first column normalised; the second column is the second input column with its
+    component along the first removed, normalised; the third is their cross product. Degenerate input (a zero
+    or parallel column) falls back to an arbitrary but valid completion instead of producing NaN.
+    """
+    x6 = np.asarray(x6, dtype=np.float64)
+    a1, a2 = x6[..., 0:3], x6[..., 3:6]
+    b1, n1 = _normalize(a1)
+    b1 = np.where(n1 > _EPS, b1, np.array([1.0, 0.0, 0.0]))
+    b2, n2 = _normalize(a2 - np.sum(b1 * a2, axis=-1, keepdims=True) * b1)
+    b2 = np.where(n2 > _EPS * np.maximum(1.0, np.linalg.norm(a2, axis=-1, keepdims=True)), b2,
+                  _any_perpendicular(b1))
+    b3 = np.cross(b1, b2)
+    return np.stack([b1, b2, b3], axis=-1)
+
+
+def rotation_to_6d(R) -> np.ndarray:
+    """``R[..., 3, 3]`` -> ``x6[..., 6]`` = first two columns, concatenated."""
+    R = np.asarray(R, dtype=np.float64)
+    return np.concatenate([R[..., :, 0], R[..., :, 1]], axis=-1)
+
+
+def rotation_to_quaternion(R) -> np.ndarray:
+    """``R[..., 3, 3]`` -> unit quaternion ``q[..., 4]`` as ``(x, y, z, w)`` with ``w >= 0``.
+
+    Shepperd's method: per matrix, pick whichever of ``w, x, y, z`` has the largest magnitude (from the trace
+    and the diagonal) and derive the others from off-diagonal sums/differences, so no branch divides by a small
+    number (robust near 180 degrees). The result is normalised, then negated where ``w < 0``.
+    """
+    R = np.asarray(R, dtype=np.float64)
+    m00, m11, m22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    m01, m02, m10 = R[..., 0, 1], R[..., 0, 2], R[..., 1, 0]
+    m12, m20, m21 = R[..., 1, 2], R[..., 2, 0], R[..., 2, 1]
+    # Four candidate (x, y, z, w) tuples, each scaled by 4 * (its largest component); [..., 4, 4].
+    cands = np.stack([
+        np.stack([m21 - m12, m02 - m20, m10 - m01, 1.0 + m00 + m11 + m22], axis=-1),   # w largest
+        np.stack([1.0 + m00 - m11 - m22, m01 + m10, m02 + m20, m21 - m12], axis=-1),   # x largest
+        np.stack([m01 + m10, 1.0 - m00 + m11 - m22, m12 + m21, m02 - m20], axis=-1),   # y largest
+        np.stack([m02 + m20, m12 + m21, 1.0 - m00 - m11 + m22, m10 - m01], axis=-1),   # z largest
+    ], axis=-2)
+    choice = np.argmax(np.stack([m00 + m11 + m22, m00, m11, m22], axis=-1), axis=-1)  # [...]
+    q = np.take_along_axis(cands, choice[..., None, None], axis=-2)[..., 0, :]
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    return np.where(q[..., 3:4] < 0.0, -q, q)
 
 
 def same_detections(a: Detections, b: Detections) -> bool:

@@ -53,6 +53,20 @@ def test_cross3_is_np_cross_bit_for_bit():
     assert np.array_equal(cross3(a, b), np.cross(a, b))
 
 
+def test_rotation_functions_are_bit_identical_to_the_former_ones():
+    """box_ops.rotation_from_6d / rotation_to_quaternion were made faster for issue 37 with the same float ops."""
+    import postprocess_reference as ref
+    from string_perception.box_ops import rotation_to_quaternion
+    rng = np.random.default_rng(0)
+    x6 = np.concatenate([rng.normal(size=(500, 6)), np.zeros((2, 6)), np.tile([1.0, 0, 0, 2, 0, 0], (2, 1)),
+                         rng.normal(size=(20, 6)).astype(np.float32)])
+    x6[-3:, 3:] = 3.0 * x6[-3:, :3]                                 # parallel columns: the fallback
+    assert np.array_equal(rotation_from_6d(x6), ref.rotation_from_6d(x6))
+    R = np.concatenate([Rotation.random(500, random_state=1).as_matrix(), box_symmetries(), -np.eye(3)[None]])
+    for Rs in (R, R[0], R[:24].reshape(2, 3, 4, 3, 3)):
+        assert np.array_equal(rotation_to_quaternion(Rs), ref.rotation_to_quaternion(Rs))
+
+
 @pytest.mark.parametrize('near_aligned, angle', [(0.0, 0.0), (0.5, 0.1), (0.5, 1e-3), (0.5, 1e-6), (1.0, 1e-9)])
 def test_bounds_bracket_and_edge_formula_equals_the_exact_iou(near_aligned, angle):
     exact, lower, upper, reliable = _check_against_exact(*_pairs(1, 3000, near_aligned=near_aligned, angle=angle))
