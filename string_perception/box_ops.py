@@ -75,7 +75,7 @@ class Box3D(NamedTuple):
         return np.prod(np.asarray(self.size, dtype=np.float64), axis=-1)
 
 
-def _norm(v: np.ndarray, keepdims: bool = False) -> np.ndarray:
+def vector_norm(v: np.ndarray, keepdims: bool = False) -> np.ndarray:
     """Euclidean norm over the last axis: ``np.linalg.norm(v, axis=-1)``'s operations (the same bits) without its
     argument handling."""
     return np.sqrt(np.add.reduce(v * v, axis=-1, keepdims=keepdims))
@@ -83,7 +83,7 @@ def _norm(v: np.ndarray, keepdims: bool = False) -> np.ndarray:
 
 def _normalize(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors along the last axis and their norms ``[..., 1]``."""
-    n = _norm(v, keepdims=True)
+    n = vector_norm(v, keepdims=True)
     return v / np.maximum(n, _EPS), n
 
 
@@ -115,7 +115,7 @@ def rotation_from_6d(x6) -> np.ndarray:
     b1, n1 = _normalize(a1)
     b1 = np.where(n1 > _EPS, b1, np.array([1.0, 0.0, 0.0]))
     b2, n2 = _normalize(a2 - np.sum(b1 * a2, axis=-1, keepdims=True) * b1)
-    good = n2 > _EPS * np.maximum(1.0, _norm(a2, keepdims=True))
+    good = n2 > _EPS * np.maximum(1.0, vector_norm(a2, keepdims=True))
     if not good.all():                                         # the fallback only where it is needed (rare)
         b2 = np.where(good, b2, _any_perpendicular(b1))
     R = np.empty(b1.shape + (3,))
@@ -154,7 +154,7 @@ def rotation_to_quaternion(R) -> np.ndarray:
     choice = np.argmax(diag, axis=-1)                                    # [...]
     flat = cands.reshape(-1, 4, 4)
     q = flat[np.arange(len(flat)), choice.reshape(-1)].reshape(R.shape[:-2] + (4,))
-    q = q / _norm(q, keepdims=True)
+    q = q / vector_norm(q, keepdims=True)
     return np.where(q[..., 3:4] < 0.0, -q, q)
 
 

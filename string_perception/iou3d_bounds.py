@@ -107,12 +107,14 @@ _NB = _SIGN[:, None] * np.eye(3)[_AXIS]                                     # [6
 def _planes(t, R, ha, hb):
     """The pair's 12 planes ``n·x <= d`` in B's frame -> ``n[P,12,3]``, ``d[P,12]``."""
     P = len(t)
+    Rt = R.transpose(0, 2, 1)                                              # rows = A's axes
+    at = (Rt @ t[:, :, None])[..., 0]                                      # A's centre along its axes
     n = np.empty((P, 12, 3))
     n[:, :6] = _NB
-    n[:, 6:] = _SIGN[:, None] * R.transpose(0, 2, 1)[:, _AXIS]             # A's outward normals
+    n[:, 6:9], n[:, 9:] = -Rt, Rt                                          # A's outward normals
     d = np.empty((P, 12))
-    d[:, :6] = hb[:, _AXIS]
-    d[:, 6:] = (n[:, 6:] @ t[:, :, None])[..., 0] + ha[:, _AXIS]
+    d[:, :3] = d[:, 3:6] = hb
+    d[:, 6:9], d[:, 9:] = ha - at, ha + at
     return n, d
 
 

@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from scipy.special import expit
 
-from ..box_ops import cross3, rotation_from_6d, rotation_to_quaternion
+from ..box_ops import cross3, rotation_from_6d, rotation_to_quaternion, vector_norm
 from .errors import OutputError
 from .nms import greedy_nms
 
@@ -128,11 +128,10 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     num_non_finite = int(np.count_nonzero(~finite))
     with np.errstate(invalid='ignore', over='ignore'):
         a1, a2 = b[:, 3:6], b[:, 6:9]
-        n1 = np.linalg.norm(a1, axis=1)
-        n2 = np.linalg.norm(a2, axis=1)
-        ncross = np.linalg.norm(cross3(a1, a2), axis=1)
-        sane = ((b[:, 9:12] > 0).all(axis=1) & (b[:, 9:12] <= _MAX_SIZE_M).all(axis=1)
-                & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M).all(axis=1)
+        n1 = vector_norm(a1)                                    # = np.linalg.norm(axis=-1), same bits
+        n2 = vector_norm(a2)
+        ncross = vector_norm(cross3(a1, a2))
+        sane = (((b[:, 9:12] > 0) & (b[:, 9:12] <= _MAX_SIZE_M) & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M)).all(axis=1)
                 & (n1 > _DEGENERATE_EPS) & (ncross > _DEGENERATE_EPS * n1 * n2))   # [N]
     ok = finite & sane
     num_invalid = int(np.count_nonzero(finite & ~sane))
