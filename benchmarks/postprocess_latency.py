@@ -8,8 +8,9 @@ test split (seeds from 2e9, 640x480 as the camera publishes them, through ``runt
 every frame's outputs with the reference decoder (test/postprocess_reference.py, one exact-IoU call per kept box)
 and with ``runtime.postprocess.decode_detections``, alternating old and new frame by frame so that a change of the
 machine's load hits both, each call timed on its own (``time.perf_counter``). Prints per setting: p50 / p99 / mean
-in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates and kept boxes per frame, and how many frames differ in any
-kept box (must be 0); the 1-minute load average with every table. Nothing asserts; test/test_nms.py checks
+in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates (argmax scores at or
+above the threshold) and kept boxes per frame, and how many frames differ in any kept box (must be 0); the 1-minute
+load average with every row. Nothing asserts; test/test_nms.py checks
 correctness, never time.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ for p in (REPO, REPO / 'test'):
         sys.path.insert(0, str(p))
 
 import numpy as np  # noqa: E402
+from scipy.special import expit  # noqa: E402
 
 FIRST_SEED = 2_000_000_000
 MODEL = REPO / 'models' / 'vitd_tiny_cayley.onnx'
@@ -101,23 +103,24 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     boxes, logits, labels, recommended = shipped_model_outputs(args.model, args.frames, frame_hw=args.frame_size)
     thresholds = args.thresholds or [recommended if recommended is not None else 0.3, 0.05]
-    print(f'{args.frames} frames {args.frame_size[0]}x{args.frame_size[1]} (seeds {FIRST_SEED}..), model {Path(args.model).name} outputs in '
-          f'{time.perf_counter() - t0:.1f} s; cores {os.cpu_count()}; nms_iou {args.nms_iou}')
+    print(f'{args.frames} frames {args.frame_size[0]}x{args.frame_size[1]} (seeds {FIRST_SEED}..), model '
+          f'{Path(args.model).name} outputs in {time.perf_counter() - t0:.1f} s; cores {os.cpu_count()}; '
+          f'nms_iou {args.nms_iou}')
     print('wall ms (perf_counter) per call; cpu = this thread\'s CPU time (time.thread_time), which a loaded '
           'machine inflates less')
     print('threshold  nms             labels        old p50  old p99 old mean | new p50  new p99 new mean | '
           'p50 ratio p99 ratio | cpu old p50/p99  cpu new p50/p99 | cand/frame kept/frame | frames differing | '
           'load 1 min')
-    from scipy.special import expit
     for thr in thresholds:
         cand = float(np.mean(np.sum(expit(logits.max(axis=2)) >= thr, axis=1)))
         for agnostic in (False, True) if args.class_agnostic else (False,):
             for multi in (False, True) if args.multi_label else (False,):
                 r = compare(boxes, logits, labels, thr, args.nms_iou, agnostic, multi)
                 o, n = np.asarray(r['old_ms']), np.asarray(r['new_ms'])
+                ratios = np.percentile(o, [50, 99]) / np.percentile(n, [50, 99])
                 print(f"{thr:9.2f}  {'class-agnostic' if agnostic else 'class-wise':14s}  "
                       f"{'multi-label' if multi else 'argmax':11s}  {_stats(o)} | {_stats(n)} | "
-                      f"{np.percentile(o, 50) / np.percentile(n, 50):8.1f}x {np.percentile(o, 99) / np.percentile(n, 99):8.1f}x"
+                      f"{ratios[0]:8.1f}x {ratios[1]:8.1f}x"
                       f" | {np.percentile(r['old_cpu_ms'], 50):7.3f} {np.percentile(r['old_cpu_ms'], 99):7.3f}"
                       f"  {np.percentile(r['new_cpu_ms'], 50):7.3f} {np.percentile(r['new_cpu_ms'], 99):7.3f}"
                       f" | {cand:10.1f} {np.mean(r['kept']):10.1f} | {len(r['differ']):16d} | "

@@ -203,3 +203,10 @@ def test_shipped_model_frames_keep_exactly_the_former_boxes(shipped_outputs, thr
         without_nms = decode_detections(b, lg, labels, **{**kw, 'nms_iou': 1.0, 'max_detections': 200})
         suppressed += len(without_nms) - len(new)                   # (with max_det 3: or past the cap)
     assert kept > NUM_FRAMES and suppressed > 5 * NUM_FRAMES        # NMS had real work on these frames
+
+
+def test_benchmark_prints_old_and_new_side_by_side(capsys):
+    """benchmarks/postprocess_latency.py runs end to end on 2 frames: a row per threshold, no frame differing."""
+    assert bench.main(['--frames', '2', '--frame-size', '128', '128', '--thresholds', '0.47', '0.05']) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip()[:4] in ('0.47', '0.05')]
+    assert [r[0] for r in rows] == ['0.47', '0.05'] and all(r[-3] == '0' for r in rows)   # frames differing
