@@ -9,12 +9,14 @@ exact rejections: a pair whose volume ratio ``min/max`` is ``<= nms_iou`` or who
 the sum of the half-diagonals never suppresses (the same floating-point tests as before). Every other pair is
 settled by the cheapest certain means (see :mod:`string_perception.iou3d_bounds`):
 
-1. the bounds: ``upper < nms_iou`` (the boxes barely overlap) -> keep, ``lower > nms_iou`` -> suppress (each with
-   1e-9 to spare), vectorised over all pairs at once;
-2. the rest lazily: only when the greedy pass reaches a box that a kept box may suppress, every unsettled pair
-   among the boxes still alive goes (once per frame) to :func:`~string_perception.iou3d_bounds.edge_iou`, which
-   settles those farther than 1e-7 from the threshold;
-3. what is left (nearly parallel axes, or within 1e-7 of the threshold) goes to the exact IoU, in one call.
+1. the bounds: ``upper < nms_iou`` (the boxes barely overlap) -> no, ``lower > nms_iou`` -> suppress (each with
+   1e-9 to spare);
+2. the rest by :func:`~string_perception.iou3d_bounds.edge_iou`, which settles those farther than 1e-7 from the
+   threshold;
+3. what is left (nearly parallel axes, or within 1e-7 of the threshold) by the exact IoU.
+
+Pairs are asked only when needed, in waves (:func:`greedy_nms`): each wave settles, in one vectorised call per
+step, the open pairs of the boxes that are certain to be kept (~1.5 waves a frame on the shipped model's frames).
 
 test/test_nms.py checks the bounds against the exact IoU and the whole against the former implementation (one
 exact-IoU call per kept box) on 1,000 frames of the shipped model.
