@@ -5,6 +5,7 @@
 :func:`string_perception.box_ops.rotation_from_6d`), ``logits`` are per-class sigmoid logits (OWL-ViT style).
 NMS is greedy and class-wise with the exact oriented IoU of :mod:`string_perception.iou3d`: a box suppresses
 lower-scored boxes **of the same class** whose IoU with it is ``> nms_iou``; other classes are never suppressed.
+:mod:`.nms` gets the exact IoU's answers mostly from cheap certain bounds (issue 37: ~10x faster, same boxes).
 
 Bad model outputs never raise: tokens with any non-finite number (NaN/inf in boxes or logits) are dropped and
 counted in ``Detections.num_non_finite``; tokens with a non-positive or absurd size (> 1 km), an absurd centre
@@ -20,9 +21,9 @@ from typing import Sequence
 import numpy as np
 from scipy.special import expit
 
-from ..box_ops import Box3D, rotation_from_6d, rotation_to_quaternion
-from ..iou3d import pairwise_box3d_iou
+from ..box_ops import cross3, rotation_from_6d, rotation_to_quaternion, vector_norm
 from .errors import OutputError
+from .nms import greedy_nms
 
 __all__ = ['Detections', 'decode_detections']
 
@@ -127,11 +128,10 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     num_non_finite = int(np.count_nonzero(~finite))
     with np.errstate(invalid='ignore', over='ignore'):
         a1, a2 = b[:, 3:6], b[:, 6:9]
-        n1 = np.linalg.norm(a1, axis=1)
-        n2 = np.linalg.norm(a2, axis=1)
-        ncross = np.linalg.norm(np.cross(a1, a2), axis=1)
-        sane = ((b[:, 9:12] > 0).all(axis=1) & (b[:, 9:12] <= _MAX_SIZE_M).all(axis=1)
-                & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M).all(axis=1)
+        n1 = vector_norm(a1)                                    # = np.linalg.norm(axis=-1), same bits
+        n2 = vector_norm(a2)
+        ncross = vector_norm(cross3(a1, a2))
+        sane = (((b[:, 9:12] > 0) & (b[:, 9:12] <= _MAX_SIZE_M) & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M)).all(axis=1)
                 & (n1 > _DEGENERATE_EPS) & (ncross > _DEGENERATE_EPS * n1 * n2))   # [N]
     ok = finite & sane
     num_invalid = int(np.count_nonzero(finite & ~sane))
@@ -156,39 +156,11 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     t = b[idx, 0:3]                                             # [k,3]
     R = rotation_from_6d(b[idx, 3:9])                           # [k,3,3]
     size = b[idx, 9:12]                                         # [k,3]
-    chosen = _greedy_nms(t, R, size, np.zeros_like(cls) if class_agnostic else cls, float(nms_iou),
-                         int(max_detections))
+    chosen = greedy_nms(t, R, size, np.zeros_like(cls) if class_agnostic else cls, float(nms_iou),
+                        int(max_detections))
     sel = np.asarray(chosen, dtype=np.int64)                    # [M] positions in the candidate list
     return Detections(
         translations=t[sel], rotations=R[sel], quaternions_xyzw=rotation_to_quaternion(R[sel]).reshape(-1, 4),
         sizes=size[sel], class_ids=cls[sel].astype(np.int64), class_names=[labels[c] for c in cls[sel]],
         scores=scores[sel], token_indices=idx[sel].astype(np.int64),
         num_non_finite=num_non_finite, num_invalid=num_invalid)
-
-
-def _greedy_nms(t, R, size, cls, nms_iou: float, max_detections: int) -> list[int]:
-    """Greedy class-wise NMS over candidates already sorted by decreasing score -> kept positions."""
-    k = t.shape[0]
-    volume = np.prod(size, axis=1)                              # [k]
-    suppressed = np.zeros(k, dtype=bool)
-    kept: list[int] = []
-    for i in range(k):
-        if suppressed[i]:
-            continue
-        kept.append(i)
-        if len(kept) >= max_detections:
-            break
-        if nms_iou >= 1.0:
-            continue
-        rest = np.flatnonzero(~suppressed[i + 1:] & (cls[i + 1:] == cls[i])) + i + 1   # same class, lower score
-        if rest.size == 0:
-            continue
-        # IoU <= min(vol)/max(vol): skip pairs that cannot reach the threshold (cheap, exact bound).
-        ratio = np.minimum(volume[rest], volume[i]) / np.maximum(volume[rest], volume[i])
-        rest = rest[ratio > nms_iou]
-        if rest.size == 0:
-            continue
-        iou = pairwise_box3d_iou(Box3D(t[i:i + 1], R[i:i + 1], size[i:i + 1]),
-                                 Box3D(t[rest], R[rest], size[rest]))[0]   # [len(rest)]
-        suppressed[rest[iou > nms_iou]] = True
-    return kept
