@@ -109,3 +109,26 @@ def test_finetuning_init_copies_weights_and_classes_by_name(tmp_path):
              K=torch.tensor([[[30.0, 0, 19.5], [0, 30.0, 11.5], [0, 0, 1]]]))
     assert dst(**x)['boxes'].shape == (1, 15, 12)                                 # 3x5 tokens at the new size
     assert OBJECT == 5
+
+
+def test_downscale_frame_is_what_the_node_hands_the_model():
+    """render_scale: a frame rendered at 2x is brought to the input size by runtime.prepare_inputs itself; the
+    instance mask is sampled at the depth's pixels, labels are unchanged."""
+    pytest.importorskip('torch')
+    from string_perception.runtime.preprocess import prepare_inputs
+    from string_perception.scenes import SceneConfig, generate_frame
+    from string_perception.training.data import downscale_frame
+    big = generate_frame(7, SceneConfig(height=96, width=128))
+    small = downscale_frame(big, (48, 64))
+    ref = prepare_inputs(big.rgb, big.depth_mm, big.K, (48, 64))
+    np.testing.assert_array_equal(small.rgb, ref.image[0])
+    np.testing.assert_array_equal(small.depth_mm.astype(np.float32) / np.float32(1000), ref.depth[0])
+    np.testing.assert_allclose(small.K, ref.intrinsics[0], rtol=1e-6)
+    np.testing.assert_array_equal(small.instance_mask, big.instance_mask[1::2, 1::2])   # centre-aligned nearest
+    np.testing.assert_array_equal(small.translations, big.translations)
+    assert small.labels.tolist() == big.labels.tolist()
+    # every labelled object still owns pixels of the small mask where its depth is
+    for j in range(len(small.labels)):
+        assert (small.instance_mask == j).any()
+    with pytest.raises(ValueError):
+        downscale_frame(big, (48, 48))                      # not one factor: refused, never cropped

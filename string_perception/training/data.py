@@ -180,6 +180,29 @@ def _generate_raw(args) -> RawSample:
     return frame_to_raw(generate_frame(int(seed), config))
 
 
+def downscale_frame(frame, out_hw: tuple[int, int]):
+    """A frame rendered at a multiple of the model's input size -> the model's size, exactly as the node prepares a
+    camera frame (``runtime.preprocess.prepare_inputs``: colour INTER_AREA, depth and the instance mask sampled
+    nearest at the model pixel centres, K rescaled). 3D labels do not change. Training on such frames teaches the
+    model what the runtime hands it (a downsampled camera image), not a render made at the small size."""
+    from string_perception.runtime.preprocess import prepare_inputs
+    H, W = (int(v) for v in out_hw)
+    h, w = frame.rgb.shape[:2]
+    if (h, w) == (H, W):
+        return frame
+    inp = prepare_inputs(frame.rgb, frame.depth_mm, frame.K, (H, W), resize_mode='pad')
+    if inp.crop_xywh != (0, 0, w, h):
+        raise ValueError(f'downscale_frame: {w}x{h} is not the {W}x{H} model size times one factor')
+    depth_mm = np.round(inp.depth[0].astype(np.float64) * 1000.0).astype(np.uint16)        # [H,W] exact mm back
+    mask = frame.instance_mask
+    if mask is not None:
+        rows = (2 * np.arange(H) + 1) * h // (2 * H)                                         # [H] same samples as depth
+        cols = (2 * np.arange(W) + 1) * w // (2 * W)                                         # [W]
+        mask = np.ascontiguousarray(mask[rows[:, None], cols[None, :]])
+    return dataclasses.replace(frame, rgb=inp.image[0], depth_mm=depth_mm, K=inp.intrinsics[0].astype(np.float64),
+                               instance_mask=mask)
+
+
 class FrameCache:
     """In-memory frames for a fixed set of seeds, generated once (in parallel when ``processes > 1``).
 

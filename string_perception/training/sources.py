@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from string_perception.training.data import (FrameCache, RawSample, SceneDataset, _generate_raw,
-                                             procedural_fingerprint)
+from string_perception.training.data import (FrameCache, RawSample, SceneDataset, _generate_raw, downscale_frame,
+                                             frame_to_raw, procedural_fingerprint)
 
 SCENE_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
 MIX_ORDER = ('procedural', 'aloha', 'kuka')
@@ -75,13 +75,24 @@ def class_names_for(scenes: str, sim_overrides: Mapping[str, Any] | None = None)
 
 
 def _generate_source(job) -> RawSample:
-    """FrameCache.build worker: the frame of ``(seed, (scenes, scene_config, sim_cfg))`` from its source."""
-    seed, (scenes, scene_config, sim_cfg) = job
+    """FrameCache.build worker: the frame of ``(seed, (scenes, scene_config, sim_cfg[, out_hw]))`` from its source;
+    with ``out_hw`` the frame is rendered at the configs' (larger) size and brought to ``out_hw`` as the node
+    prepares a camera frame (``data.downscale_frame``)."""
+    seed, (scenes, scene_config, sim_cfg, *rest) = job
+    out_hw = rest[0] if rest else None
     source = source_of(scenes, seed)
+    if out_hw is None:
+        if source == 'procedural':
+            return _generate_raw((seed, scene_config))
+        from string_perception.sim.cache import _generate_raw as generate_sim
+        return generate_sim((seed, sim_cfg.replace(cell=source)))
     if source == 'procedural':
-        return _generate_raw((seed, scene_config))
-    from string_perception.sim.cache import _generate_raw as generate_sim
-    return generate_sim((seed, sim_cfg.replace(cell=source)))
+        from string_perception.scenes import generate_frame
+        return frame_to_raw(downscale_frame(generate_frame(int(seed), scene_config), out_hw))
+    from string_perception.sim import generate_sim_frame
+    from string_perception.sim.cache import frame_to_raw_sim
+    frame = generate_sim_frame(int(seed), sim_cfg.replace(cell=source))
+    return frame_to_raw_sim(downscale_frame(frame, out_hw))
 
 
 class SourceDataset(SceneDataset):
@@ -90,9 +101,11 @@ class SourceDataset(SceneDataset):
     process; training and evaluation build the cache first (:meth:`build_cache`, spawned workers)."""
 
     def __init__(self, split: str, num_frames: int, scenes: str, scene_config=None, sim_cfg=None, offset: int = 0,
-                 cache: FrameCache | None = None, canonical_targets: bool = False):
+                 cache: FrameCache | None = None, canonical_targets: bool = False,
+                 out_hw: tuple[int, int] | None = None):
         super().__init__(split, num_frames, scene_config, offset, cache, canonical_targets)
         self.scenes = check_scenes(scenes)
+        self.out_hw = None if out_hw is None else (int(out_hw[0]), int(out_hw[1]))   # render larger, then downscale
         self.sim_cfg = sim_cfg if sim_cfg is not None else sim_config((self.scene_config.height,
                                                                       self.scene_config.width))
 
@@ -103,7 +116,11 @@ class SourceDataset(SceneDataset):
         seed = self.seeds[index]
         if self.cache is not None and seed in self.cache:
             return self.cache.samples[seed]
-        return _generate_source((seed, (self.scenes, self.scene_config, self.sim_cfg)))
+        return _generate_source((seed, self._job()))
+
+    def _job(self) -> tuple:
+        base = (self.scenes, self.scene_config, self.sim_cfg)
+        return base if self.out_hw is None else (*base, self.out_hw)
 
     def parts(self, seeds: Sequence[int]) -> dict[str, list[int]]:
         """``seeds`` grouped by the source that renders them (in MIX_ORDER)."""
@@ -117,7 +134,10 @@ class SourceDataset(SceneDataset):
         parts = {source: procedural_fingerprint(self.scene_config, part) if source == 'procedural'
                  else sim_fingerprint(self.sim_cfg.replace(cell=source), part)
                  for source, part in self.parts(seeds).items()}
-        return json.dumps({'scenes': self.scenes, 'parts': parts}, sort_keys=True)
+        out = {'scenes': self.scenes, 'parts': parts}
+        if self.out_hw is not None:
+            out['out_hw'] = list(self.out_hw)
+        return json.dumps(out, sort_keys=True)
 
     def build_cache(self, indices: Sequence[int] | None = None, processes: int = 1, progress: bool = False,
                     path: str | Path | None = None) -> FrameCache:
@@ -131,7 +151,7 @@ class SourceDataset(SceneDataset):
             if cache is not None and all(s in cache for s in seeds):
                 self.cache = cache
                 return cache
-        self.cache = FrameCache.build(seeds, (self.scenes, self.scene_config, self.sim_cfg), processes, progress,
+        self.cache = FrameCache.build(seeds, self._job(), processes, progress,
                                       desc=f'{self.split} {self.scenes} frames', generate=_generate_source,
                                       start_method='spawn')
         if path is not None:
@@ -140,12 +160,14 @@ class SourceDataset(SceneDataset):
 
 
 def make_dataset(split: str, num_frames: int, scenes: str = 'procedural', scene_config=None, sim_cfg=None,
-                 offset: int = 0, cache: FrameCache | None = None, canonical_targets: bool = False) -> SceneDataset:
+                 offset: int = 0, cache: FrameCache | None = None, canonical_targets: bool = False,
+                 out_hw: tuple[int, int] | None = None) -> SceneDataset:
     """The dataset of ``num_frames`` frames of ``split`` from ``scenes``: a plain :class:`~.data.SceneDataset`
-    for ``procedural`` (unchanged behaviour and cache files), else a :class:`SourceDataset`."""
-    if check_scenes(scenes) == 'procedural':
+    for ``procedural`` (unchanged behaviour and cache files), else a :class:`SourceDataset`. ``out_hw``: frames
+    are rendered at the configs' size and downscaled to it as the runtime prepares camera frames."""
+    if check_scenes(scenes) == 'procedural' and out_hw is None:
         return SceneDataset(split, num_frames, scene_config, offset, cache, canonical_targets)
-    return SourceDataset(split, num_frames, scenes, scene_config, sim_cfg, offset, cache, canonical_targets)
+    return SourceDataset(split, num_frames, scenes, scene_config, sim_cfg, offset, cache, canonical_targets, out_hw)
 
 
 __all__ = ['SCENE_SOURCES', 'MIX_ORDER', 'check_scenes', 'source_of', 'uses_sim', 'sim_config',

@@ -75,6 +75,8 @@ class TrainConfig:
     grad_clip: float = 1.0          # max global grad norm; 0 disables
     seed: int = 0                   # init + data order
     init_from: str = ''             # fine-tune: start from this checkpoint's weights (init.load_matching_weights)
+    render_scale: int = 1           # render frames at this multiple of the input size, then downscale them as the
+                                    # node prepares a camera frame (data.downscale_frame); 1 = render at input size
     # data
     num_train_frames: int = 10_000  # training seeds [0, num_train_frames)
     cache: bool = True              # generate this rank's frames once and keep them in memory
@@ -125,17 +127,30 @@ def build_scene_config(cfg: TrainConfig, model_cfg):
     from string_perception.scenes import SceneConfig
     fields = {f.name for f in dataclasses.fields(SceneConfig)}
     size = {}
-    h, w = model_cfg.image_size
+    h, w = (v * cfg.render_scale for v in model_cfg.image_size)
     if 'image_size' in fields:
         size['image_size'] = (h, w)
     else:
         size.update({k: v for k, v in (('height', h), ('width', w)) if k in fields})
+    if cfg.render_scale > 1:      # the same labels as at the input size: visible pixels counted at render size
+        size['min_visible_pixels'] = SceneConfig.min_visible_pixels * cfg.render_scale ** 2
     return SceneConfig(**{**size, **cfg.scene_overrides})
 
 
 def build_sim_config(cfg: TrainConfig, model_cfg):
     """``SimConfig`` of the run's simulated frames at the model's input size (None for procedural scenes)."""
-    return sim_config(model_cfg.image_size, cfg.sim_overrides) if uses_sim(cfg.scenes) else None
+    if not uses_sim(cfg.scenes):
+        return None
+    overrides = dict(cfg.sim_overrides)
+    if cfg.render_scale > 1:
+        from string_perception.sim import SimConfig
+        overrides.setdefault('min_visible_pixels', SimConfig.min_visible_pixels * cfg.render_scale ** 2)
+    return sim_config([v * cfg.render_scale for v in model_cfg.image_size], overrides)
+
+
+def frame_out_hw(cfg: TrainConfig, model_cfg) -> tuple[int, int] | None:
+    """The model's input size when frames are rendered larger (``render_scale`` > 1), else None."""
+    return tuple(model_cfg.image_size) if cfg.render_scale > 1 else None
 
 
 def check_source_classes(cfg: TrainConfig, model_cfg) -> None:
@@ -406,6 +421,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: lr_factor(s, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio))
         start_step, best, spent = 0, None, 0.0        # spent: training-loop seconds of the parts before this one
+        if cfg.render_scale < 1:
+            raise ValueError(f'render_scale must be >= 1, got {cfg.render_scale}')
         if ckpt is None and cfg.init_from:
             from string_perception.training.init import load_matching_weights
             report = load_matching_weights(model, cfg.init_from)
@@ -425,7 +442,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
 
         # Data: this rank's shard of the training seeds, in an order fixed by (seed, position).
         train_set = make_dataset('train', cfg.num_train_frames, cfg.scenes, scene_cfg, sim_cfg,
-                                 canonical_targets=cfg.canonical_targets)
+                                 canonical_targets=cfg.canonical_targets, out_hw=frame_out_hw(cfg, model_cfg))
         if cfg.cache:
             t0 = time.perf_counter()
             cache_path = None
@@ -446,7 +463,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         val_set = None
         if cfg.val_frames > 0:
             val_set = make_dataset('val', cfg.val_frames, cfg.scenes, scene_cfg, sim_cfg,
-                                   canonical_targets=cfg.canonical_targets)
+                                   canonical_targets=cfg.canonical_targets, out_hw=frame_out_hw(cfg, model_cfg))
             val_set.build_cache(processes=max(1, cfg.num_workers))
 
         logs = tb = None
@@ -605,6 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='HungarianMatcher keyword argument (JSON value), e.g. cost_corners=10')
     d = p.add_argument_group('data')
     d.add_argument('--num-train-frames', type=int, default=S)
+    d.add_argument('--render-scale', type=int, default=S, help='render frames at this multiple of the input size and '
+                   'downscale them as the node does (runtime.preprocess)')
     d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
     d.add_argument('--cache-file', default=S, help='keep the training-frame cache in this .npz and reuse it')
     d.add_argument('--num-workers', type=int, default=S)
@@ -652,7 +671,7 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
     for name in ('preset', 'assignment', 'scenes', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay',
-                 'warmup_steps', 'grad_clip', 'seed', 'init_from', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
+                 'warmup_steps', 'grad_clip', 'seed', 'init_from', 'render_scale', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
                  'keep_every', 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]
