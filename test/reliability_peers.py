@@ -83,6 +83,9 @@ HEADER_LEVEL = {'unknown_colour_encoding', 'unknown_depth_encoding', 'step_short
                 'size_claims_8k_data_small', 'zero_size_image', 'stamp_zero', 'stamp_out_of_order',
                 'stamp_far_future', 'colour_depth_frame_ids_differ', 'distortion_nan', 'camera_info_frame_id_differs',
                 'depth_big_endian_flag', 'stamp_nanosec_1_5e9', 'stamp_nanosec_max', 'stamp_negative_sec'}
+# refused at the input, per MESSAGE, before the synchroniser (rclpy's Time.from_msg refuses a negative stamp, as the
+# real message_filters would): colour, depth and CameraInfo of every copy are counted
+PER_MESSAGE = {'stamp_negative_sec'}
 
 
 def _good_frame():

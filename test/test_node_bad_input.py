@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from reliability_peers import COMPRESSED_ITEMS, HEADER_LEVEL, ITEMS
+from reliability_peers import COMPRESSED_ITEMS, HEADER_LEVEL, ITEMS, PER_MESSAGE
 from ros_helpers import HELPERS, ProcessGroup, reserved_domain_id, ros_skip_reason, ros_test_env
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow,
@@ -72,7 +72,9 @@ def test_every_bad_input_is_counted_logged_once_and_the_next_frame_is_processed(
         rows.append(f'{name:32s} {key:34s} +{grew} lines={len(in_window)} good_next={item["good_frame_detected"]}')
         assert item['good_frame_detected'], f'{name}: the good frame after it gave no detections\n{logs}'
         assert grew >= 1, f'{name}: {key} did not grow ({item["before"].get(key)} -> {item["after"].get(key)})'
-        if name in HEADER_LEVEL:
+        if name in PER_MESSAGE:
+            assert grew == 9, f'{name}: {key} grew by {grew}, expected 9 (three messages per copy)'
+        elif name in HEADER_LEVEL:
             assert grew == 3, f'{name}: {key} grew by {grew}, expected 3 (one per copy)'
         if needle:
             assert len(in_window) == 1, f'{name}: {len(in_window)} "{needle}" lines in its window: {in_window}'
