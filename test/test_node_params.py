@@ -442,3 +442,16 @@ def test_invalid_start_up_parameters_exit_with_a_clear_message(tmp_path, model_p
     rc, log = _run(tmp_path, 'missing_model', ['-m', 'string_perception.ros.node', '--ros-args', '-p',
                                                f'model_path:={tmp_path / "nope.onnx"}'])
     assert rc == 1 and 'nope.onnx' in log and 'missing_file' in log, log
+
+
+def test_model_path_finds_shipped_models_by_name(tmp_path, monkeypatch):
+    """config/workcell.yaml names the workcell model by its bare name: found in the package's models/; a file of
+    that name in the working directory, or a path, is taken as given; empty is the default model."""
+    from string_perception.ros.node import DEFAULT_MODEL, resolve_model_path
+    monkeypatch.chdir(tmp_path)
+    assert resolve_model_path('') == REPO / 'models' / DEFAULT_MODEL
+    assert resolve_model_path('vitd_workcell.onnx') == REPO / 'models' / 'vitd_workcell.onnx'
+    assert resolve_model_path('missing.onnx') == Path('missing.onnx')            # refused later, with its name
+    (tmp_path / 'vitd_workcell.onnx').write_bytes(b'x')
+    assert resolve_model_path('vitd_workcell.onnx') == Path('vitd_workcell.onnx')  # a local file wins
+    assert resolve_model_path(str(tmp_path / 'm.onnx')) == tmp_path / 'm.onnx'

@@ -195,6 +195,7 @@ def scene_config_for(model_cfg, ckpt: dict):
     """The SceneConfig the checkpoint was trained with (same overrides), rendered at the model's input size."""
     from string_perception.training.train import TrainConfig, build_scene_config
     tc = TrainConfig.from_dict(ckpt['train_config']) if isinstance(ckpt.get('train_config'), dict) else TrainConfig()
+    tc.render_scale = 1              # scored on frames rendered at the input size, whatever the training rendered
     return build_scene_config(tc, model_cfg)
 
 

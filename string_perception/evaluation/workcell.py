@@ -27,6 +27,7 @@ several models are scored on the very same frames.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import multiprocessing as mp
@@ -56,10 +57,14 @@ class WorkcellEvalConfig:
     mesh_object_fraction: float = 0.25
     heldout_mesh_fraction: float = 0.5
     first_seed: int = 2_000_000_000
+    min_visible_pixels: int = 64            # an object is labelled with at least this many visible camera pixels
+                                            # (the cells' own rule; 1024 at 640x480 = 64 at a 160x120 model input)
     score_threshold: float = 0.05
     nms_iou: float = 0.3
     operating_threshold: float = 0.3
     resize_mode: str = 'pad'
+    min_gt_side_px: float = 0.0             # score only objects whose projected box is at least this many camera
+                                            # pixels across (sqrt of its 2D box area); 0 = every labelled object
 
 
 @dataclass
@@ -96,10 +101,10 @@ def _render(job) -> TestFrame:
     from string_perception.sim import SimConfig, generate_sim_frame
     if rig == HELDOUT:
         sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, object_split='heldout',
-                        mesh_object_fraction=cfg.heldout_mesh_fraction)
+                        mesh_object_fraction=cfg.heldout_mesh_fraction, min_visible_pixels=cfg.min_visible_pixels)
     else:
         sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, cameras=(rig,), object_split='train',
-                        mesh_object_fraction=cfg.mesh_object_fraction)
+                        mesh_object_fraction=cfg.mesh_object_fraction, min_visible_pixels=cfg.min_visible_pixels)
     f = generate_sim_frame(int(seed), sim)
     params = box_ops.encode_box_params(np.asarray(f.translations, float).reshape(-1, 3),
                                        np.asarray(f.rotations, float).reshape(-1, 3, 3),
@@ -111,7 +116,8 @@ def _render(job) -> TestFrame:
 def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str | Path | None = None,
                        progress: bool = True) -> list[TestFrame]:
     """Every test frame of ``cfg`` (from ``cache`` when it holds this config's frames, else rendered and saved)."""
-    key = json.dumps(asdict(cfg), sort_keys=True)
+    skip = {'min_gt_side_px'} | ({'min_visible_pixels'} if cfg.min_visible_pixels == 64 else set())   # older caches
+    key = json.dumps({k: v for k, v in asdict(cfg).items() if k not in skip}, sort_keys=True)
     if cache is not None and Path(cache).is_file():
         with np.load(cache, allow_pickle=False) as z:
             if str(z['key']) == key:
@@ -173,7 +179,7 @@ def _group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame
     out['breakdown'] = error_breakdown(preds, gts, list(class_names), score_threshold=operating_threshold,
                                        ious_sym=ious_sym)['overall']
     side = np.concatenate([_projected_side_px(g['params'], f.K) for g, f in zip(gts, frames)])
-    vis = np.concatenate([f.visibility for f in frames])
+    vis = np.concatenate([g['visibility'] for g in gts])
     missed = best_agn < 0.25
     out['misses_by_size_px'] = {f'{lo:g}-{hi:g}': [int(missed[m].sum()), int(m.sum())]
                                 for lo, hi in zip(SIZE_BINS_PX[:-1], SIZE_BINS_PX[1:])
@@ -200,9 +206,10 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
         r = pipe(f.rgb, f.depth_mm, f.K)
         latency.append(r.timings['inference_ms'])
         preds.append(detections_to_arrays(r.detections))
-        gts.append({'params': f.params, 'labels': f.labels})
+        big = _projected_side_px(f.params, f.K) >= cfg.min_gt_side_px                  # [M]
+        gts.append({'params': f.params[big], 'labels': f.labels[big], 'visibility': f.visibility[big]})
     out: dict[str, Any] = {'model': str(model_path), 'labels': names, 'input_hw': list(pipe.input_hw),
-                           'resize_mode': resize_mode or cfg.resize_mode,
+                           'resize_mode': resize_mode or cfg.resize_mode, 'min_gt_side_px': cfg.min_gt_side_px,
                            'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
@@ -230,11 +237,12 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per model and cell, then one per model and rig."""
     def f(x):
         return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else f'{x:.3f}'
-    lines = ['| model | resize | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) |',
-             '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |']
+    lines = ['| model | resize | objects | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) |',
+             '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
+        size = f">= {r['min_gt_side_px']:g} px" if r.get('min_gt_side_px') else 'all'
         for cell, s in r['cells'].items():
-            lines.append(f"| {Path(r['model']).name} | {r['resize_mode']} | {cell} | {f(s['class_aware'])} | "
+            lines.append(f"| {Path(r['model']).name} | {r['resize_mode']} | {size} | {cell} | {f(s['class_aware'])} | "
                          f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {f(s.get('heldout_agnostic'))} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
@@ -253,7 +261,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--heldout-frames', type=int, default=d.heldout_frames)
     p.add_argument('--height', type=int, default=d.height)
     p.add_argument('--width', type=int, default=d.width)
+    p.add_argument('--min-visible-pixels', type=int, default=d.min_visible_pixels,
+                   help='label objects with at least this many visible camera pixels (the cells use 64)')
     p.add_argument('--operating-threshold', type=float, default=d.operating_threshold)
+    p.add_argument('--min-gt-side-px', type=float, default=d.min_gt_side_px,
+                   help='score only objects at least this many camera pixels across (0: all labelled objects)')
     p.add_argument('--processes', type=int, default=2)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--cache', default='', help='keep the rendered frames in this .npz (reused when it matches)')
@@ -264,9 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
-                             heldout_frames=args.heldout_frames, operating_threshold=args.operating_threshold)
+                             heldout_frames=args.heldout_frames, operating_threshold=args.operating_threshold,
+                             min_visible_pixels=args.min_visible_pixels)
     t0 = time.perf_counter()
     frames = render_test_frames(cfg, args.processes, args.cache or None)
+    cfg = dataclasses.replace(cfg, min_gt_side_px=args.min_gt_side_px)     # scoring only: same frames
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
     results = []
     for spec in args.models:

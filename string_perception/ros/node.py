@@ -67,6 +67,21 @@ __all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAUL
 READY_LINE = 'string_perception node ready'
 DEFAULT_MODEL = 'vitd_tiny_cayley.onnx'
 
+
+def resolve_model_path(value: str) -> Path:
+    """``model_path`` -> a file: empty = the default shipped model; a bare name that is not a file here but a
+    shipped model (``vitd_workcell.onnx``) = that file in the package's ``models/``; else the path as given."""
+    from ..paths import model_file
+    if not value:
+        return model_file(DEFAULT_MODEL)
+    path = Path(value).expanduser()
+    if path.name == value and not path.exists():
+        try:
+            return model_file(value)
+        except FileNotFoundError:            # not shipped either: the path as given (refused at load, named)
+            pass
+    return path
+
 import rclpy  # noqa: E402  (after the ROS-free imports above, so a missing rclpy fails here with a clear name)
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.qos import DurabilityPolicy  # noqa: E402
@@ -182,10 +197,7 @@ class StringPerceptionNode(ManagedNode):
         return P.effective_score_threshold(value, self.pipeline.model.metadata)
 
     def _model_path(self, value: str) -> Path:
-        if value:
-            return Path(value).expanduser()
-        from ..paths import model_file
-        return model_file(DEFAULT_MODEL)
+        return resolve_model_path(value)
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state) -> TransitionCallbackReturn:
