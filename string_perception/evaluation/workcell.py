@@ -116,8 +116,7 @@ def _render(job) -> TestFrame:
 def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str | Path | None = None,
                        progress: bool = True) -> list[TestFrame]:
     """Every test frame of ``cfg`` (from ``cache`` when it holds this config's frames, else rendered and saved)."""
-    skip = {'min_gt_side_px'} | ({'min_visible_pixels'} if cfg.min_visible_pixels == 64 else set())   # older caches
-    key = json.dumps({k: v for k, v in asdict(cfg).items() if k not in skip}, sort_keys=True)
+    key = json.dumps({k: v for k, v in asdict(cfg).items() if k != 'min_gt_side_px'}, sort_keys=True)  # scoring only
     if cache is not None and Path(cache).is_file():
         with np.load(cache, allow_pickle=False) as z:
             if str(z['key']) == key:
