@@ -48,7 +48,7 @@ def _default_model() -> Path:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-demo', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--model', default=None, help='ONNX model (default: the bundled models/vitd_tiny_cayley.onnx)')
+    p.add_argument('--model', default=None, help='ONNX model (default: the bundled models/vitd_workcell.onnx)')
     p.add_argument('--bag', default=None, help='recording to play (default: the bundled data/sample_recording)')
     p.add_argument('--out', default='out/demo', help='output folder (metrics.json, annotated frame, node log)')
     p.add_argument('--rate', type=float, default=1.0, help='playback speed factor')
@@ -134,7 +134,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     model = Path(args.model) if args.model else _default_model()
     if not model.is_file():
-        print(f'string-perception-demo: model {model} not found. The bundled model models/vitd_tiny_cayley.onnx '
+        print(f'string-perception-demo: model {model} not found. The bundled model models/vitd_workcell.onnx '
               f'ships with the repository once released; until then pass --model PATH (an ONNX file from '
               f'string-perception-export, or a test model).', file=sys.stderr)
         return 2

@@ -67,7 +67,7 @@ def test_install_layout(install):
         assert (share / sub).is_dir() and any((share / sub).iterdir()), sub
     assert (share / 'launch' / 'string_perception.launch.py').is_file()
     assert (share / 'config' / 'default.yaml').read_text() == (REPO / 'config' / 'default.yaml').read_text()
-    assert (share / 'models' / 'vitd_tiny_cayley.onnx').is_file()
+    assert (share / 'models' / 'vitd_tiny_cayley.onnx').is_file() and (share / 'models' / 'vitd_workcell.onnx').is_file()
     assert (share / 'package.xml').is_file()
     assert (install / 'share' / 'ament_index' / 'resource_index' / 'packages' / PACKAGE).is_file()
     scripts = _console_scripts()
@@ -105,7 +105,7 @@ def test_installed_node_answers_the_bundled_recording(install, tmp_path):
             ProcessGroup(tmp_path / 'logs', _installed_env(ros_test_env(domain), install)) as pg:
         node = pg.start_python('node', [str(lib / 'string_perception_node'), *args], cwd=tmp_path)
         assert node.wait_for_line(READY_LINE, 90), pg.logs()
-        assert str(share / 'models' / 'vitd_tiny_cayley.onnx') in node.log(), pg.logs()   # the installed model
+        assert str(share / 'models' / 'vitd_workcell.onnx') in node.log(), pg.logs()      # the installed default model
         rec = pg.start_python('record', [str(lib / 'string-perception-record'), DETECTIONS, '-o', str(out)],
                               cwd=tmp_path)
         assert rec.wait_for_line(f'{RECORDING_LINE} {DETECTIONS}', 30), pg.logs()

@@ -239,11 +239,7 @@ def test_multi_camera_launch_one_node_per_aloha_camera(multi):
     assert dict(nodes[0].kwargs['remappings'])['depth'] == '/camera/cam_high/aligned_depth_to_color/image_raw'
     outputs = {LS.node_fqn(n.kwargs['namespace'], n.kwargs['name']) + '/detections' for n in nodes}
     assert len(outputs) == 3                           # ~/detections of each node is its own topic
-    # the workcell launch runs the workcell model through its config file, so config:= with its own model_path wins
-    assert all(n.kwargs['parameters'] == [str(REPO / 'config' / 'workcell.yaml')] for n in nodes)
-    import yaml
-    workcell = yaml.safe_load((REPO / 'config' / 'workcell.yaml').read_text())['/**']['ros__parameters']
-    assert workcell == {'model_path': 'vitd_workcell.onnx'} and (REPO / 'models' / workcell['model_path']).is_file()
+    assert all(n.kwargs['parameters'] == [str(REPO / 'config' / 'default.yaml')] for n in nodes)
     ns = _nodes(_run(multi, camera_namespace='aloha'))
     assert dict(ns[2].kwargs['remappings'])['camera_info'] == '/aloha/cam_right_wrist/color/camera_info'
     two = _nodes(_run(multi, cameras='a, b', namespace='cell', driver='depthai'))

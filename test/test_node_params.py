@@ -445,13 +445,14 @@ def test_invalid_start_up_parameters_exit_with_a_clear_message(tmp_path, model_p
 
 
 def test_model_path_finds_shipped_models_by_name(tmp_path, monkeypatch):
-    """config/workcell.yaml names the workcell model by its bare name: found in the package's models/; a file of
-    that name in the working directory, or a path, is taken as given; empty is the default model."""
+    """model_path:=vitd_tiny_cayley.onnx names a shipped model by its bare name: found in the package's models/; a
+    file of that name in the working directory, or a path, is taken as given; empty is the default model."""
     from string_perception.ros.node import DEFAULT_MODEL, resolve_model_path
     monkeypatch.chdir(tmp_path)
     assert resolve_model_path('') == REPO / 'models' / DEFAULT_MODEL
-    assert resolve_model_path('vitd_workcell.onnx') == REPO / 'models' / 'vitd_workcell.onnx'
+    assert DEFAULT_MODEL == 'vitd_workcell.onnx'
+    assert resolve_model_path('vitd_tiny_cayley.onnx') == REPO / 'models' / 'vitd_tiny_cayley.onnx'
     assert resolve_model_path('missing.onnx') == Path('missing.onnx')            # refused later, with its name
-    (tmp_path / 'vitd_workcell.onnx').write_bytes(b'x')
-    assert resolve_model_path('vitd_workcell.onnx') == Path('vitd_workcell.onnx')  # a local file wins
+    (tmp_path / 'vitd_tiny_cayley.onnx').write_bytes(b'x')
+    assert resolve_model_path('vitd_tiny_cayley.onnx') == Path('vitd_tiny_cayley.onnx')  # a local file wins
     assert resolve_model_path(str(tmp_path / 'm.onnx')) == tmp_path / 'm.onnx'

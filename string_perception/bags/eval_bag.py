@@ -217,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the node's threshold: reported separately, used for the output bag (default: the model's)")
     p.add_argument('--nms-iou', type=float, default=_default('nms_iou'))
     p.add_argument('--max-detections', type=int, default=_default('max_detections'))
+    p.add_argument('--resize-mode', choices=('pad', 'crop'), default='pad',
+                   help="the node's resize_mode: pad (the whole frame) or crop (the largest centred crop)")
     p.add_argument('--num-draw', type=int, default=_default('num_draw'), help='annotated frames to write')
     p.add_argument('--draw-threshold', type=float, default=None,
                    help='score of the boxes drawn (default: the operating threshold)')
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     kw = {} if args.providers is None else {'providers': tuple(args.providers)}
     try:
         pipe = Pipeline(args.model, score_threshold=args.score_threshold, nms_iou=args.nms_iou,
-                        max_detections=args.max_detections, **kw)
+                        max_detections=args.max_detections, resize_mode=args.resize_mode, **kw)
     except (ModelLoadError, FileNotFoundError, ValueError) as e:
         print(f'string-perception-eval: cannot load the model {args.model}: {e}', file=sys.stderr)
         return 2

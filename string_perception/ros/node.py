@@ -65,7 +65,7 @@ from .track_messages import (make_transform_broadcaster, track_velocities_image,
 __all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL']
 
 READY_LINE = 'string_perception node ready'
-DEFAULT_MODEL = 'vitd_tiny_cayley.onnx'
+DEFAULT_MODEL = 'vitd_workcell.onnx'       # models/MODEL_CARD_workcell.md; vitd_tiny_cayley.onnx by name
 
 
 def resolve_model_path(value: str) -> Path:
