@@ -10,13 +10,13 @@ simulator's /clock; ``loopback_only`` keeps DDS on this host (the shipped Fast D
 after the last episode and prints / writes (``results``) success, control rate and image-stamp -> command latency.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
 from string_perception.ros.aloha_launch import DEFAULT_POLICY_NODE_NAME, aloha_policy_actions
-from string_perception.ros.launch_setup import BOOL_CHOICES
+from string_perception.ros.launch_setup import BOOL_CHOICES, loopback_environment
 
 PACKAGE = 'string_perception'
 
@@ -51,9 +51,6 @@ def generate_launch_description() -> LaunchDescription:
     ]
     return LaunchDescription([
         *args,
-        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
-        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
-                               condition=loopback),
-        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        *loopback_environment(loopback),
         OpaqueFunction(function=aloha_policy_actions),
     ])

@@ -11,13 +11,13 @@ Its node is ``<node_name>_<c>`` (in ``namespace``), so outputs are distinct: ``/
 ``loopback_only`` apply to every node.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
 from string_perception.ros.launch_setup import (ALOHA_CAMERAS, BOOL_CHOICES, DEFAULT_DRIVER, DRIVERS,
-                                                OPTIONAL_BOOL_CHOICES, multi_camera_actions)
+                                                OPTIONAL_BOOL_CHOICES, loopback_environment, multi_camera_actions)
 
 PACKAGE = 'string_perception'
 
@@ -47,9 +47,6 @@ def generate_launch_description() -> LaunchDescription:
     ]
     return LaunchDescription([
         *args,
-        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
-        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
-                               condition=loopback),
-        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        *loopback_environment(loopback),
         OpaqueFunction(function=multi_camera_actions),
     ])

@@ -16,12 +16,12 @@ shipped model), ``config``, ``autostart``, ``log_level``. RViz: ``use_rviz``, ``
 DDS: ``loopback_only`` (default true: a replay stays on this host).
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
-from string_perception.ros.launch_setup import replay_actions
+from string_perception.ros.launch_setup import loopback_environment, replay_actions
 
 PACKAGE = 'string_perception'
 
@@ -62,9 +62,6 @@ def generate_launch_description() -> LaunchDescription:
     ]
     return LaunchDescription([
         *args,
-        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
-        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
-                               condition=loopback),
-        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        *loopback_environment(loopback),
         OpaqueFunction(function=replay_actions),
     ])

@@ -20,13 +20,13 @@ profile (``fastdds_profile``), as tests and the demo use.
 Declarative only: the node and RViz actions are computed when the launch runs (``OpaqueFunction``).
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, SetEnvironmentVariable
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
 from string_perception.ros.launch_setup import (BOOL_CHOICES, DEFAULT_DRIVER, DRIVERS, OPTIONAL_BOOL_CHOICES,
-                                                single_camera_actions)
+                                                loopback_environment, single_camera_actions)
 
 PACKAGE = 'string_perception'
 UNSET = ' (empty: the config file decides)'
@@ -73,9 +73,6 @@ def generate_launch_description() -> LaunchDescription:
     ]
     return LaunchDescription([
         *args,
-        SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=loopback),
-        SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
-                               condition=loopback),
-        SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=loopback),
+        *loopback_environment(loopback),
         OpaqueFunction(function=single_camera_actions),
     ])

@@ -88,6 +88,17 @@ DEFAULT_DRIVER = 'realsense'
 ALOHA_CAMERAS = ('cam_high', 'cam_left_wrist', 'cam_right_wrist')
 
 
+def loopback_environment(condition) -> list:
+    """The environment every launch file sets under ``loopback_only:=true``: Fast DDS with the shipped profile
+    (launch argument ``fastdds_profile``) and discovery on this host only; ``condition`` is the IfCondition."""
+    from launch.actions import SetEnvironmentVariable
+    from launch.substitutions import LaunchConfiguration
+    return [SetEnvironmentVariable('RMW_IMPLEMENTATION', 'rmw_fastrtps_cpp', condition=condition),
+            SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', LaunchConfiguration('fastdds_profile'),
+                                   condition=condition),
+            SetEnvironmentVariable('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST', condition=condition)]
+
+
 def parse_bool(value: str, name: str) -> bool:
     """A launch argument as a bool ('true'/'false', any case; also 1/0, yes/no); ValueError otherwise."""
     text = str(value).strip().lower()
