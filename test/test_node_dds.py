@@ -45,8 +45,10 @@ def test_node_over_dds_matches_offline_pipeline(tmp_path, model_path, record_pro
 
     pipe, offline, gts = _offline(model_path)
     total_ms = percentile([r.timings['total_ms'] for r in offline.values()], 95)
-    # the node must keep up for ">= 95 % of frames" to be meaningful: slow the player for a slow (CPU) model
-    rate = RATE if total_ms < 20 else 1000.0 / (2.0 * total_ms)
+    # the node must keep up for ">= 95 % of frames" to be meaningful: the player leaves the node 2.5x the offline p95
+    # per frame (DDS, decoding, checks and publishing come on top; a clean-clone CI run at 30 Hz with a 17-19 ms
+    # pipeline lost 4 of 60 to input-queue overwrites). Throughput is measured by benchmarks/, not here.
+    rate = min(RATE, 1000.0 / (2.5 * total_ms))
     prefix = f'/sp_cam_{os.getpid()}'
     pub_json, lis_json, ready = tmp_path / 'published.json', tmp_path / 'received.json', tmp_path / 'ready'
     # every frame is another scene: per-frame markers (tracking off; test_node_tracking.py covers tracking)
