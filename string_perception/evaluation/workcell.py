@@ -141,19 +141,12 @@ def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str |
 
 
 def _projected_side_px(params: np.ndarray, K: np.ndarray) -> np.ndarray:
-    """sqrt of the image area of each box's projected corner hull (its 2D bounding box), pixels [M]."""
+    """sqrt of the image area of each box's projected corner hull (its 2D bounding box), pixels [M]; 0 for a box
+    with a corner within 1 mm of the camera plane or behind it."""
     from string_perception import box_ops
-    out = np.zeros(len(params))
-    for j, p in enumerate(params):
-        t, R, s = p[:3], box_ops.rotation_from_6d(p[3:9][None])[0], p[9:12]
-        signs = np.array([[a, b, c] for a in (-1, 1) for b in (-1, 1) for c in (-1, 1)], float)   # [8,3]
-        pts = t + (signs * 0.5 * s) @ R.T                                                          # [8,3]
-        if pts[:, 2].min() <= 1e-3:
-            continue
-        uv = pts @ K.T
-        uv = uv[:, :2] / uv[:, 2:3]                                                                # [8,2]
-        out[j] = math.sqrt(max(np.ptp(uv[:, 0]) * np.ptp(uv[:, 1]), 0.0))
-    return out
+    uv = box_ops.project_points(box_ops.box_corners(*box_ops.decode_box_params(params)), K, min_depth=1e-3)  # [M,8,2]
+    side = np.sqrt(np.ptp(uv[..., 0], axis=-1) * np.ptp(uv[..., 1], axis=-1))                           # [M]
+    return np.nan_to_num(side, nan=0.0).reshape(len(params))
 
 
 def _group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame], class_names: Sequence[str],

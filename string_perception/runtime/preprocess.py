@@ -44,7 +44,7 @@ __all__ = [
     'bgra_to_rgb', 'depth_to_metres', 'check_depth_array', 'check_registered', 'center_crop_box',
     'crop_resize_intrinsics', 'validate_intrinsics',
     'COLOR_ENCODINGS', 'DEPTH_ENCODINGS', 'DEFAULT_MAX_PIXELS', 'DEFAULT_MAX_SIDE', 'RESIZE_MODES', 'PAD_RGB',
-    'fit_box',
+    'fit_box', 'centre_samples',
 ]
 
 COLOR_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8')
@@ -225,6 +225,15 @@ def center_crop_box(h: int, w: int, out_h: int, out_w: int) -> tuple[int, int, i
     return (0, (h - ch) // 2, w, ch)
 
 
+def centre_samples(n: int, start: int, window: int, src: int, dst: int) -> np.ndarray:
+    """Indices ``[n]`` into an axis of ``dst`` pixels sampled at the centres of ``n`` model pixels spanning the window
+    ``[start, start + window)`` of a ``src``-pixel axis (``dst`` = ``src`` scaled by one factor), in exact integer
+    arithmetic: ``floor((start + (i + 1/2) * window / n) * dst / src)``. Unclipped: padding gives indices outside
+    ``[0, dst)``. The depth (and, in training, instance-mask) sampling of :func:`prepare_inputs`."""
+    k2 = 2 * np.arange(n, dtype=np.int64) + 1                   # [n] 2i+1
+    return (2 * n * start + k2 * window) * dst // (2 * n * src)
+
+
 def fit_box(h: int, w: int, out_h: int, out_w: int) -> tuple[int, int, int, int]:
     """Smallest centred window with the aspect ratio of ``out_h x out_w`` that contains an ``h x w`` frame ->
     (x0, y0, cw, ch) in source pixels, ``x0, y0 <= 0`` (the padding before the frame)."""
@@ -328,10 +337,8 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
 
     # Model pixel centres -> source colour coordinates -> depth pixel indices (centre-aligned nearest), in exact
     # integer arithmetic: row i samples floor((y0 + (i + 1/2) * ch / H) * hd / h) (edge-based coordinates).
-    i2 = 2 * np.arange(H, dtype=np.int64) + 1                   # [H] 2i+1
-    j2 = 2 * np.arange(W, dtype=np.int64) + 1                   # [W]
-    rows = (2 * H * y0 + i2 * ch) * hd // (2 * H * h)           # [H] (floor: negative in the top padding)
-    cols = (2 * W * x0 + j2 * cw) * wd // (2 * W * w)           # [W]
+    rows = centre_samples(H, y0, ch, h, hd)                     # [H] (negative in the top padding)
+    cols = centre_samples(W, x0, cw, w, wd)                     # [W]
     depth_m = _to_metres(d[np.clip(rows, 0, hd - 1)[:, None], np.clip(cols, 0, wd - 1)[None, :]],
                          max_depth_m)                           # [H,W] float32
     if x0 < 0 or y0 < 0:                                        # padding has no depth

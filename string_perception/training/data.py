@@ -185,7 +185,7 @@ def downscale_frame(frame, out_hw: tuple[int, int]):
     camera frame (``runtime.preprocess.prepare_inputs``: colour INTER_AREA, depth and the instance mask sampled
     nearest at the model pixel centres, K rescaled). 3D labels do not change. Training on such frames teaches the
     model what the runtime hands it (a downsampled camera image), not a render made at the small size."""
-    from string_perception.runtime.preprocess import prepare_inputs
+    from string_perception.runtime.preprocess import centre_samples, prepare_inputs
     H, W = (int(v) for v in out_hw)
     h, w = frame.rgb.shape[:2]
     if (h, w) == (H, W):
@@ -196,8 +196,7 @@ def downscale_frame(frame, out_hw: tuple[int, int]):
     depth_mm = np.round(inp.depth[0].astype(np.float64) * 1000.0).astype(np.uint16)        # [H,W] exact mm back
     mask = frame.instance_mask
     if mask is not None:
-        rows = (2 * np.arange(H) + 1) * h // (2 * H)                                         # [H] same samples as depth
-        cols = (2 * np.arange(W) + 1) * w // (2 * W)                                         # [W]
+        rows, cols = centre_samples(H, 0, h, h, h), centre_samples(W, 0, w, w, w)     # [H], [W] as the depth
         mask = np.ascontiguousarray(mask[rows[:, None], cols[None, :]])
     return dataclasses.replace(frame, rgb=inp.image[0], depth_mm=depth_mm, K=inp.intrinsics[0].astype(np.float64),
                                instance_mask=mask)
