@@ -22,7 +22,6 @@ from typing import Any, Callable, Sequence
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
-from rclpy.experimental import EventsExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -112,6 +111,7 @@ def make_executor(kind: str = 'single_threaded') -> tuple[Any, Callable[[], None
     """``kind`` (``single_threaded``, ``multi_threaded``: 2 threads, or ``events``) -> (executor, spin function).
     The events executor is spun in 0.1 s slices: its ``spin()`` holds the GIL, so a worker thread would never run."""
     if kind == 'events':
+        from rclpy.experimental import EventsExecutor   # rclpy of Kilted and later only: imported when chosen
         executor = EventsExecutor()
 
         def spin_events():
