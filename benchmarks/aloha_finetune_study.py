@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import aloha_policy  # noqa: E402  (benchmarks/aloha_policy.py)
 from aloha_encoding_study import sample_sd  # noqa: E402
+from string_perception.training.schedule import lr_factor  # noqa: E402
 
 RESULT_FILE = 'finetune.json'
 ARMS = ('frozen', 'finetuned')
@@ -96,13 +97,6 @@ def heldout_error_cm(policy, aux, frames, tokens, batch: int = 50) -> dict[str, 
                 test_p90_cm=float(np.percentile(err, 90)))
 
 
-def lr_factor(step: int, steps: int, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine to 0 at ``steps``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return 0.5 * (1 + np.cos(np.pi * (step - warmup) / max(steps - warmup, 1)))
-
-
 def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size: int, head_lr: float,
               encoder_lr: float, seed: int, warmup: int = 100, save_at=(), on_save=None):
     """Continue ``localiser`` for ``steps`` steps in ``arm`` (see the module doc); ``on_save(step, policy, aux,
@@ -147,7 +141,7 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
         if step in save_at and on_save:
             on_save(step, policy, aux, row(step))
         for g in opt.param_groups:
-            g['lr'] = g['base_lr'] * lr_factor(step, steps, warmup)
+            g['lr'] = g['base_lr'] * lr_factor(step, warmup, steps)      # warm-up, cosine to 0
         idx = rng.integers(0, n_train, batch_size)                                        # [B]
         loss = (aux(_embed(policy, frames, idx, tokens)) - state[idx]).abs().mean()
         opt.zero_grad(set_to_none=True)
@@ -162,8 +156,8 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
 def detection_test(vitd, detector_run: Path) -> dict:
     """``vitd`` as a detector on the Table-4 run's test split (its headline metrics, as that run's test.json)."""
     import paper_table4  # noqa: E402  (benchmarks/paper_table4.py)
-    from string_perception.evaluation.evaluate import headline
-    from string_perception.training.train import TrainConfig
+    from string_perception.evaluation.inference import headline
+    from string_perception.training.config import TrainConfig
     spec = json.loads((detector_run / 'spec.json').read_text())
     cfg = TrainConfig.from_dict(spec['train_config'])
     summary = paper_table4.test_summary(vitd.eval(), vitd.config, paper_table4.test_dataset(spec), cfg, 'cpu')

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 from string_perception.sim.demos.rollout import (OnnxActor, RolloutConfig, record_demonstration,  # noqa: E402
                                                  run_episode)
+from string_perception.training.schedule import lr_factor  # noqa: E402
 
 
 def _record(job) -> tuple:
@@ -336,7 +337,7 @@ def cmd_probe(args) -> int:
                         save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
                                        dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
                 for g in opt.param_groups:
-                    g['lr'] = args.lr * 0.5 * (1 + np.cos(np.pi * step / args.steps))     # cosine to 0
+                    g['lr'] = args.lr * lr_factor(step, 0, args.steps)                   # cosine to 0
                 idx = torch.as_tensor(rng.integers(0, n, args.batch_size))                 # [B]
                 pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,3]
                 loss = (pred - state[idx]).abs().mean()
