@@ -14,6 +14,7 @@ setup(
         (f'share/{PACKAGE}', ['package.xml']),
         (f'share/{PACKAGE}/launch', glob('launch/*.py')),
         (f'share/{PACKAGE}/config', glob('config/*.yaml') + glob('config/*.xml') + glob('config/*.rviz')),
+        (f'share/{PACKAGE}/config/recipes', glob('config/recipes/*.yaml')),   # training recipes (model cards)
         (f'share/{PACKAGE}/models', glob('models/*.onnx') + glob('models/*.json') + glob('models/*.md')),
         (f'share/{PACKAGE}/data/sample_recording', glob('data/sample_recording/*')),   # the demo's recording
     ],

@@ -42,6 +42,7 @@ from benchmarks import aloha_policy  # noqa: E402
 from benchmarks.aloha_encoding_study import sample_sd  # noqa: E402
 from benchmarks.common import table4  # noqa: E402
 from string_perception.policy import train_localiser  # noqa: E402
+from string_perception.training.schedule import lr_factor  # noqa: E402
 
 RESULT_FILE = 'finetune.json'
 ARMS = ('frozen', 'finetuned')
@@ -97,13 +98,6 @@ def heldout_error_cm(policy, aux, frames, tokens, batch: int = 50) -> dict[str, 
                 test_p90_cm=float(np.percentile(err, 90)))
 
 
-def lr_factor(step: int, steps: int, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine to 0 at ``steps``."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return 0.5 * (1 + np.cos(np.pi * (step - warmup) / max(steps - warmup, 1)))
-
-
 def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size: int, head_lr: float,
               encoder_lr: float, seed: int, warmup: int = 100, save_at=(), on_save=None):
     """Continue ``localiser`` for ``steps`` steps in ``arm`` (see the module doc); ``on_save(step, policy, aux,
@@ -148,7 +142,7 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
         if step in save_at and on_save:
             on_save(step, policy, aux, row(step))
         for g in opt.param_groups:
-            g['lr'] = g['base_lr'] * lr_factor(step, steps, warmup)
+            g['lr'] = g['base_lr'] * lr_factor(step, warmup, steps)      # warm-up, cosine to 0
         idx = rng.integers(0, n_train, batch_size)                                        # [B]
         loss = (aux(_embed(policy, frames, idx, tokens)) - state[idx]).abs().mean()
         opt.zero_grad(set_to_none=True)
@@ -162,8 +156,8 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
 
 def detection_test(vitd, detector_run: Path) -> dict:
     """``vitd`` as a detector on the Table-4 run's test split (its headline metrics, as that run's test.json)."""
-    from string_perception.evaluation.evaluate import headline
-    from string_perception.training.train import TrainConfig
+    from string_perception.evaluation.inference import headline
+    from string_perception.training.config import TrainConfig
     spec = json.loads((detector_run / 'spec.json').read_text())
     cfg = TrainConfig.from_dict(spec['train_config'])
     summary = table4.test_summary(vitd.eval(), vitd.config, table4.test_dataset(spec), cfg, 'cpu')

@@ -77,7 +77,7 @@ def trained_step(run: Path) -> int:
     path = run / 'last.pt'
     if not path.exists():
         return 0
-    from string_perception.training.train import load_training_checkpoint
+    from string_perception.training.checkpoint import load_training_checkpoint
     return int(load_training_checkpoint(path)['step'])
 
 
@@ -101,8 +101,8 @@ def train_source(source: str, budget: Budget, out: Path, threads: int, workers: 
 
 def score_cell(train: str, test: str, budget: Budget, out: Path, workers: int) -> dict[str, Any]:
     """Headline metrics of ``train``'s ``last.pt`` on ``test``'s held-out frames (kept in OUT/cells)."""
-    from string_perception.evaluation.evaluate import (evaluate_predictions, headline, load_model, predict,
-                                                       source_dataset_for)
+    from string_perception.evaluation.evaluate import load_model, source_dataset_for
+    from string_perception.evaluation.inference import evaluate_predictions, headline, predict
     ckpt_path = out / f'train_{train}' / 'last.pt'
     path = out / 'cells' / f'{train}_on_{test}.json'
     key = {'budget': dataclasses.asdict(budget), 'step': trained_step(out / f'train_{train}'), 'decode': DECODE}

@@ -203,7 +203,8 @@ def render(records: Sequence[Mapping[str, Any]], drift: Mapping[str, Mapping[str
 # ----------------------------------------------------------------------------------------------------------------
 
 def run_ablations(ablations: Sequence[Ablation], budget: Any, base: Any) -> dict[str, Any]:
-    from string_perception.training.train import TrainConfig, provenance
+    from string_perception.training.checkpoint import provenance
+    from string_perception.training.config import TrainConfig
     t0 = time.perf_counter()
     base.out.mkdir(parents=True, exist_ok=True)
     specs = specs_for(ablations, budget, base)

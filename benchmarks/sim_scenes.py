@@ -6,7 +6,7 @@
 One process generates --frames frames (seeds from --first-seed) per cell and image size: compile the cell with its
 objects, arm sampling, drop and settle, render (colour + depth, segmentation, 'alone' silhouettes), sensor model.
 The first frame of each case (GL context, mesh cache) is timed separately. With --processes N, the same frames are
-also generated through sim.cache.build_sim_cache with N spawned workers (wall time includes start-up).
+also generated through training.sim_frames.build_sim_cache with N spawned workers (wall time includes start-up).
 'Per CPU second' counts the process's CPU time (all its threads: OSMesa's llvmpipe renders with several threads
 unless LP_NUM_THREADS=1), the per-core rate on a loaded machine; 'wall' is what one process achieved.
 Nothing here asserts on time; other load on the machine shows in the numbers (report the load average).
@@ -21,7 +21,7 @@ import time
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
 from string_perception.sim import CELL_NAMES, SimConfig, render_sim_scene  # noqa: E402
-from string_perception.sim.cache import build_sim_cache  # noqa: E402
+from string_perception.training.sim_frames import build_sim_cache  # noqa: E402
 
 
 def main(argv=None) -> int:

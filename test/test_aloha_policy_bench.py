@@ -216,12 +216,6 @@ def deployable_probe(probe, tmp_path_factory):
     return out / 'probe.pt', out
 
 
-def test_finetune_lr_schedule_warms_up_then_cosine_to_zero():
-    f = aloha_finetune_study.lr_factor
-    assert [f(s, 10, 4) for s in (0, 1, 3)] == [0.25, 0.5, 1.0]
-    assert f(4, 10, 4) == pytest.approx(1.0) and f(7, 10, 4) == pytest.approx(0.5) and f(10, 10, 4) == pytest.approx(0)
-
-
 def test_finetune_arms_see_the_same_embedding_and_differ_only_in_the_encoder(deployable_probe):
     """At zero learning rates both arms keep the probe's held-out error (the frozen arm's cached fp16 tokens and
     the fine-tuned arm's encoder pass give the same embedding); with a rate, only the fine-tuned arm's encoder

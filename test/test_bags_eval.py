@@ -11,6 +11,7 @@ from string_perception.bags.eval_bag import evaluate_bag, main as eval_main
 from string_perception.bags.output_bag import write_output_bag
 from string_perception.bags.sample import default_sample_path
 from string_perception.evaluation import evaluate as E
+from string_perception.evaluation.inference import detections_to_arrays, evaluate_predictions, headline
 from string_perception.runtime import Pipeline
 from string_perception.scenes import CLASS_NAMES
 
@@ -35,16 +36,16 @@ def test_bag_numbers_equal_the_evaluators_on_the_same_frames(tmp_path, model):
     bag = write_bag(tmp_path / 'bag', fs)
     pipe = _pipeline(model)
     res = evaluate_bag(bag, pipe, operating_threshold=0.3)
-    preds = [E.detections_to_arrays(pipe(f.rgb, f.depth_mm, f.K, encoding='rgb8', depth_encoding='16UC1').detections)
+    preds = [detections_to_arrays(pipe(f.rgb, f.depth_mm, f.K, encoding='rgb8', depth_encoding='16UC1').detections)
              for f in fs]
-    ref = E.evaluate_predictions(preds, [ground_truth(f) for f in fs], CLASS_NAMES, operating_threshold=0.3,
-                                 include_curves=True)
+    ref = evaluate_predictions(preds, [ground_truth(f) for f in fs], CLASS_NAMES, operating_threshold=0.3,
+                               include_curves=True)
     assert ref['num_pred'] > 0 and ref['avg_best_iou_agnostic'] > 0       # not a comparison of empty sets
     assert res.summary['num_pred'] == ref['num_pred'] and res.summary['num_gt'] == ref['num_gt']
     for p, q in zip(res.preds, preds):
         for k in ('params', 'scores', 'labels'):
             np.testing.assert_array_equal(p[k], q[k])
-    got, want = E.headline(res.summary), E.headline(ref)
+    got, want = headline(res.summary), headline(ref)
     assert got.keys() == want.keys()
     for k in want:
         assert got[k] == pytest.approx(want[k], abs=1e-9, nan_ok=True), k

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from string_perception import box_ops
-from string_perception.evaluation.evaluate import (decode_outputs, evaluate_predictions, filter_predictions,
-                                                   headline, main as evaluate_main)
+from string_perception.evaluation.evaluate import main as evaluate_main
+from string_perception.evaluation.inference import (decode_outputs, evaluate_predictions, filter_predictions,
+                                                    headline)
 pytest.importorskip('torch')  # optional: requirements/train.txt
 from string_perception.training.train import main as train_main  # noqa: E402
 
@@ -107,7 +108,7 @@ def test_evaluate_cli_end_to_end_on_a_fresh_checkpoint(tmp_path):
 
 def test_release_checkpoint_drops_the_optimiser_and_still_evaluates(tmp_path):
     from string_perception.model import load_checkpoint
-    from string_perception.training.train import load_training_checkpoint, release_checkpoint
+    from string_perception.training.checkpoint import load_training_checkpoint, release_checkpoint
     run = tmp_path / 'run'
     assert train_main(['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',
                        '--steps', '1', '--batch-size', '1', '--num-train-frames', '2', '--val-frames', '0',

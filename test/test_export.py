@@ -1,6 +1,6 @@
 """export/: compiled STRING == original model for every encoding, the ONNX graph has no FFT / solve / inverse / expm /
 complex ops, metadata round trip through the runtime, fp32 and fp16 parity, dynamic batch, the CLI on a checkpoint
-written the way string_perception.training.train writes (and releases) them.
+written the way string_perception.training (checkpoint.py) writes (and releases) them.
 
 Small model (32x48 input, width 32, 2 layers): the whole file runs in seconds with the TorchScript exporter.
 """
@@ -112,7 +112,8 @@ def test_deployable_rejects_unknown_precision():
 @pytest.fixture(scope='module')
 def exported(tmp_path_factory):
     """A training checkpoint (optimizer, scheduler, rng, provenance), released, then exported by the CLI."""
-    from string_perception.training.train import TrainConfig, release_checkpoint, save_training_checkpoint
+    from string_perception.training.checkpoint import release_checkpoint, save_training_checkpoint
+    from string_perception.training.config import TrainConfig
     d = tmp_path_factory.mktemp('export')
     model = _small_model('cayley', seed=3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

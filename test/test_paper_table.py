@@ -12,7 +12,7 @@ from benchmarks.common import table4  # noqa: E402
 from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,  # noqa: E402
                                                       default_model_decision, paper_cells, render_decision,
                                                       render_markdown, summarise)
-from string_perception.training.train import load_training_checkpoint  # noqa: E402
+from string_perception.training.checkpoint import load_training_checkpoint  # noqa: E402
 
 ISSUE_TABLE4 = {'vit': (49.77, 58.09, 57.17, 58.95, 58.85), 'vitd': (67.60, 71.21, 70.90, 72.36, 72.67)}
 # 64x64 input, 8x8 patches, width 32, one layer: a run takes seconds on one CPU thread
@@ -224,7 +224,7 @@ def test_estimate_projects_the_wall_time_from_measured_steps(tmp_path):
 
 def test_family_rows_are_valid_models_and_render_without_changing_the_claims(tmp_path):
     from string_perception.model import ViTDConfig
-    from string_perception.training.train import build_model_config
+    from string_perception.training.config import build_model_config
     settings = table4.Settings(out=tmp_path)
     for name in table4.FAMILY_CONFIGS:                  # every family row is a valid, distinct model config
         encoder, encoding = table4.parse_config(name)

@@ -19,9 +19,9 @@ from string_perception.scenes import CLASS_NAMES, SceneConfig  # noqa: E402
 from string_perception.sim import SIM_CLASS_NAMES  # noqa: E402
 from string_perception.training import sources  # noqa: E402
 from string_perception.training.data import SceneDataset, procedural_fingerprint  # noqa: E402
-from string_perception.training.train import (TrainConfig, build_model_config, build_parser,  # noqa: E402
-                                              config_from_args, load_training_checkpoint, main,
-                                              save_training_checkpoint)
+from string_perception.training.checkpoint import load_training_checkpoint, save_training_checkpoint  # noqa: E402
+from string_perception.training.config import TrainConfig, build_model_config  # noqa: E402
+from string_perception.training.train import build_parser, config_from_args, main  # noqa: E402
 
 TINY = ['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',
         '--model', 'class_embed_dim=16', '--model', 'embed_dim=16']

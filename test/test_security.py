@@ -52,7 +52,7 @@ class _Payload:
 def test_malicious_checkpoint_is_refused_without_running_its_code(tmp_path):
     torch = pytest.importorskip('torch')
     from string_perception.model import load_checkpoint
-    from string_perception.training.train import load_training_checkpoint
+    from string_perception.training.checkpoint import load_training_checkpoint
     marker, ckpt = tmp_path / 'pwned', tmp_path / 'evil.pt'
     torch.save({'config': {}, 'model': {}, 'extra': _Payload(marker)}, ckpt)
     for loader in (load_checkpoint, load_training_checkpoint):

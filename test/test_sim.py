@@ -149,7 +149,7 @@ def test_config_rejects_unknown_cell_and_camera():
 
 
 def test_cache_across_processes_matches_one_process(tmp_path):
-    from string_perception.sim.cache import build_sim_cache, frame_to_raw_sim, sim_fingerprint
+    from string_perception.training.sim_frames import build_sim_cache, frame_to_raw_sim, sim_fingerprint
     from string_perception.training.data import FrameCache, raw_to_sample
     cfg = SimConfig(cell='aloha', height=48, width=64, mesh_object_fraction=1.0)
     seeds = [20, 21, 22]

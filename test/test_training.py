@@ -13,9 +13,11 @@ import torch  # noqa: E402
 from string_perception.model import ViTDConfig, build_model  # noqa: E402
 from string_perception.scenes import CLASS_NAMES, SceneConfig  # noqa: E402
 from string_perception.training.data import SceneDataset, collate  # noqa: E402
-from string_perception.training.train import (  # noqa: E402
-    TrainConfig, build_criterion, build_parser, config_from_args,
-    load_training_checkpoint, lr_factor, main, param_groups)
+from string_perception.training.checkpoint import load_training_checkpoint  # noqa: E402
+from string_perception.training.config import TrainConfig  # noqa: E402
+from string_perception.training.engine import build_criterion, param_groups  # noqa: E402
+from string_perception.training.schedule import lr_factor  # noqa: E402
+from string_perception.training.train import build_parser, config_from_args, main  # noqa: E402
 
 # A model small enough for a few dozen CPU steps in seconds: 64x64 input, 8x8 patches (64 tokens), width 32.
 TINY = ['--image-size', '64', '--patch-size', '8', '--width', '32', '--layers', '1', '--heads', '2',

@@ -156,7 +156,7 @@ def dataset_key(dataset) -> str:
 def source_dataset(cfg, split: str, num_frames: int):
     """``num_frames`` frames of ``split`` from a ``TrainConfig``'s scene source (``cfg.scenes``)."""
     from string_perception.training.sources import make_dataset
-    from string_perception.training.train import build_model_config, build_sim_config
+    from string_perception.training.config import build_model_config, build_sim_config
     return make_dataset(split, num_frames, cfg.scenes, scene_config_of(cfg),
                         build_sim_config(cfg, build_model_config(cfg)))
 
@@ -167,13 +167,13 @@ def frames_key(cfg) -> str:
 
 def scene_config_of(cfg):
     """The ``SceneConfig`` a ``TrainConfig`` renders its frames with."""
-    from string_perception.training.train import build_model_config, build_scene_config
+    from string_perception.training.config import build_model_config, build_scene_config
     return build_scene_config(cfg, build_model_config(cfg))
 
 
 def train_config(encoder: str, encoding: str, seed: int, budget: Budget, settings: Settings):
     """The ``TrainConfig`` of one run (its output directory included)."""
-    from string_perception.training.train import TrainConfig
+    from string_perception.training.config import TrainConfig
     base = TrainConfig(**settings.train)
     base = dataclasses.replace(base, scenes=settings.scenes, sim_overrides={**base.sim_overrides, **settings.sim})
     depth = settings.depth_model if ENCODERS[encoder].get('use_depth') else {}
@@ -220,7 +220,7 @@ def finished_record(spec: dict[str, Any]) -> dict[str, Any] | None:
 def test_dataset(spec: dict[str, Any]):
     """The held-out test frames (seeds [2e9, 2e9 + n)) of the run's source, generated once into
     ``spec['test_cache']``."""
-    from string_perception.training.train import TrainConfig
+    from string_perception.training.config import TrainConfig
     dataset = source_dataset(TrainConfig.from_dict(spec['train_config']), 'test', spec['test_frames'])
     dataset.build_cache(path=spec['test_cache'])
     return dataset
@@ -230,8 +230,10 @@ def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
     """Headline metrics and the error breakdown (``evaluation/breakdown.py``: centre, scale, orientation, class,
     duplicates; at the operating threshold) of the run's best checkpoint (``last.pt`` when no validation ran) on
     the test split."""
-    from string_perception.evaluation.evaluate import headline, load_model
-    from string_perception.training.train import TrainConfig, resolve_device
+    from string_perception.evaluation.evaluate import load_model
+    from string_perception.evaluation.inference import headline
+    from string_perception.training.config import TrainConfig
+    from string_perception.training.distributed import resolve_device
     cfg = TrainConfig.from_dict(spec['train_config'])
     run_dir = Path(cfg.out)
     ckpt_path = run_dir / 'best.pt' if (run_dir / 'best.pt').exists() else run_dir / 'last.pt'
@@ -246,7 +248,7 @@ def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
 def test_summary(model, model_cfg, dataset, cfg, device) -> dict[str, Any]:
     """``evaluate_predictions`` of ``model`` on ``dataset`` (headline metrics and the error breakdown), decoded
     with ``cfg``'s thresholds (the same for every run)."""
-    from string_perception.evaluation.evaluate import evaluate_predictions, predict
+    from string_perception.evaluation.inference import evaluate_predictions, predict
     res = predict(model, dataset, device=device, batch_size=cfg.batch_size,
                   decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
                           'max_detections': cfg.max_detections})
@@ -259,8 +261,10 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
     best ViTD if it beats the current model" compares like with like. Its frames come from the runs' source
     (``--scenes``), rendered with its own scene settings (simulated ones primitive-only when it has no ``object``
     class); ``same_scenes`` says whether they equal the runs'."""
-    from string_perception.evaluation.evaluate import headline, load_model, source_dataset_for
-    from string_perception.training.train import TrainConfig, resolve_device
+    from string_perception.evaluation.evaluate import load_model, source_dataset_for
+    from string_perception.evaluation.inference import headline
+    from string_perception.training.config import TrainConfig
+    from string_perception.training.distributed import resolve_device
     cfg = dataclasses.replace(TrainConfig(**settings.train), device=settings.device)
     device = resolve_device(cfg.device)
     model, model_cfg, ckpt = load_model(path, device)
@@ -293,7 +297,8 @@ def execute_run(spec: dict[str, Any]) -> dict[str, Any]:
     rec = finished_record(spec)
     if rec is not None:
         return rec
-    from string_perception.training.train import TrainConfig, train
+    from string_perception.training.config import TrainConfig
+    from string_perception.training.engine import train
     cfg = TrainConfig.from_dict(spec['train_config'])
     run_dir = Path(cfg.out)
     last = run_dir / 'last.pt'
@@ -358,7 +363,7 @@ def run_all(specs: Sequence[dict[str, Any]], settings: Settings) -> tuple[list[d
 
 def prepare_caches(specs: Sequence[dict[str, Any]], processes: int) -> None:
     """Generate the shared training and test frames once, before any run starts (runs then only load them)."""
-    from string_perception.training.train import TrainConfig
+    from string_perception.training.config import TrainConfig
     seen = set()
     for spec in specs:
         cfg = TrainConfig.from_dict(spec['train_config'])
@@ -416,7 +421,7 @@ def config_order(config: str) -> tuple[int, int]:
 
 
 def header_lines(budget: Budget, settings: Settings, records: Sequence[dict], wall_s: float) -> list[str]:
-    from string_perception.training.train import provenance
+    from string_perception.training.checkpoint import provenance
     compute = sum(r.get('train_seconds', 0.0) + r.get('eval_seconds', 0.0) for r in records)
     p = provenance()
     frames = budget.steps * budget.batch_size
@@ -594,7 +599,8 @@ class StepTimer:
         import torch
 
         from string_perception.model import ViTD
-        from string_perception.training.train import build_criterion, build_model_config, param_groups
+        from string_perception.training.config import build_model_config
+        from string_perception.training.engine import build_criterion, param_groups
         self.cfg = cfg
         self.model_cfg = build_model_config(cfg)
         torch.manual_seed(0)
@@ -614,7 +620,7 @@ class StepTimer:
         return time.perf_counter() - t
 
     def eval_frame_seconds(self, dataset) -> float:
-        from string_perception.evaluation.evaluate import evaluate_predictions, predict
+        from string_perception.evaluation.inference import evaluate_predictions, predict
         cfg = self.cfg
         t = time.perf_counter()
         res = predict(self.model, dataset, batch_size=cfg.batch_size, criterion=self.criterion,
@@ -695,7 +701,7 @@ def estimate(configs: Sequence[str], budget: Budget, settings: Settings, steps: 
 # ----------------------------------------------------------------------------------------------------------------
 
 def _kv(text: str) -> tuple[str, Any]:
-    from string_perception.training.train import _kv as kv
+    from string_perception.cli import parse_kv as kv
     return kv(text)
 
 

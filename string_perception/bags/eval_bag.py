@@ -7,7 +7,7 @@
 Every synchronised frame of the bag (sqlite3 or mcap; raw or compressed colour; 16UC1 or 32FC1 depth; see
 ``bags/reader.py``) goes through the node's own pipeline (``runtime.Pipeline``: same preprocessing, ONNX model
 and decoding). With ground truth on ``/ground_truth/detections`` the predictions are scored with the held-out
-evaluator's functions (``evaluation/evaluate.py``: ``evaluate_predictions``, ``headline``, ``write_figures``), so
+evaluator's functions (``evaluation/``: ``evaluate_predictions``, ``headline``, ``write_figures``), so
 both give the same numbers on the same frames. Writes to ``--out``: ``metrics.json`` (average best 3D IoU,
 AP3D@0.25/0.5 overall and per class, the same at the node's operating threshold, latency percentiles, what
 could not be used), ``iou_hist.png``, ``pr_curve_25.png``, ``pr_curve_50.png``, ``latency_hist.png``, annotated
@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..evaluation import evaluate as E
+from ..evaluation.inference import detections_to_arrays, evaluate_predictions, headline
 from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics
 
@@ -108,7 +109,7 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
                 reader.report.skip('bad_input', f'frame {frame.index}: {e.kind}: {e.message}')
                 continue
             res.timings.append(dict(out.timings))
-            pred = E.detections_to_arrays(out.detections)
+            pred = detections_to_arrays(out.detections)
             if frame.ground_truth is not None:
                 res.preds.append(pred)
                 res.gts.append({'params': frame.ground_truth['params'], 'labels': frame.ground_truth['labels']})
@@ -125,8 +126,8 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
                                 frame.log_time_ns + int(out.timings['total_ms'] * 1e6),
                                 ids=None if ids is None else ids[:len(published)])
     if res.gts:
-        res.summary = E.evaluate_predictions(res.preds, res.gts, res.labels,
-                                             operating_threshold=res.operating_threshold, include_curves=True)
+        res.summary = evaluate_predictions(res.preds, res.gts, res.labels,
+                                           operating_threshold=res.operating_threshold, include_curves=True)
     return res
 
 
@@ -185,7 +186,7 @@ def metrics_report(res: BagEvaluation, args: argparse.Namespace, seconds: float)
         'operating_threshold': res.operating_threshold,
         'frames_evaluated': res.frames_evaluated, 'frames_scored': len(res.gts),
         'num_objects': int(sum(len(g['labels']) for g in res.gts)),
-        'headline': E.headline(res.summary) if res.summary is not None else None,
+        'headline': headline(res.summary) if res.summary is not None else None,
         'metrics': summary, 'latency_ms': latency_stats(res.timings), 'read': res.report.to_dict(),
         'tracking': {'confirmed_tracks': len(res.track_lengths),
                      'mean_track_frames': float(np.mean(list(res.track_lengths.values()))) if res.track_lengths

@@ -186,7 +186,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
                 threads: int = 2, resize_mode: str | None = None) -> dict[str, Any]:
     """Run ``model_path`` through ``runtime.Pipeline`` on ``frames``; the scores per rig, per cell and for the
     held-out objects (module docstring)."""
-    from string_perception.evaluation.evaluate import detections_to_arrays
+    from string_perception.evaluation.inference import detections_to_arrays
     from string_perception.runtime import Pipeline
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT

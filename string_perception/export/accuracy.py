@@ -2,7 +2,7 @@
 (``string-perception-export ... --fp16 --eval-frames 200``: the fp16 accuracy loss the issue asks for).
 
 Each ONNX file runs through the runtime's `OnnxModel` behind a small adapter with the call signature of the torch
-model, so `evaluation.evaluate.predict` decodes and scores it exactly as `string-perception-evaluate` scores the
+model, so `evaluation.inference.predict` decodes and scores it exactly as `string-perception-evaluate` scores the
 checkpoint (same scene config as training, test seeds from 2e9, the evaluator's default decoding).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ['OnnxAsModel', 'evaluate_exports']
 
 
 class OnnxAsModel:
-    """`OnnxModel` with the interface `evaluation.evaluate.predict` uses: config, eval()/train(), __call__."""
+    """`OnnxModel` with the interface `evaluation.inference.predict` uses: config, eval()/train(), __call__."""
 
     def __init__(self, path: str | os.PathLike, config, threads: int = 1):
         self.runner = OnnxModel(path, ('CPUExecutionProvider',), intra_op_threads=threads)
@@ -42,7 +42,7 @@ def evaluate_exports(model, checkpoint: dict, paths: dict[str, str | os.PathLike
                      batch_size: int = 8) -> dict[str, dict[str, Any]]:
     """Headline metrics (avg best 3D IoU, AP3D@0.25/0.5, and at the operating threshold) of the PyTorch `model`
     (key 'pytorch') and of each exported file in `paths` (name -> path) on test frames [2e9, 2e9 + num_frames)."""
-    from string_perception.evaluation import evaluate
+    from string_perception.evaluation import evaluate, inference
     from string_perception.training.data import SceneDataset
     defaults = evaluate.build_parser().parse_args(['unused.pt'])
     decode = {'score_threshold': defaults.score_threshold, 'nms_iou': defaults.nms_iou,
@@ -53,8 +53,8 @@ def evaluate_exports(model, checkpoint: dict, paths: dict[str, str | os.PathLike
     candidates.update({name: OnnxAsModel(p, model.config, threads) for name, p in paths.items()})
     results = {}
     for name, candidate in candidates.items():
-        res = evaluate.predict(candidate, dataset, batch_size=batch_size, decode=decode)
-        summary = evaluate.evaluate_predictions(res['preds'], res['gts'], model.config.class_names,
-                                                operating_threshold=op)
-        results[name] = evaluate.headline(summary)
+        res = inference.predict(candidate, dataset, batch_size=batch_size, decode=decode)
+        summary = inference.evaluate_predictions(res['preds'], res['gts'], model.config.class_names,
+                                                 operating_threshold=op)
+        results[name] = inference.headline(summary)
     return results

@@ -1,6 +1,6 @@
 """The exported file's ``metadata_props`` (docs/ARCHITECTURE.md, "The ONNX file"), built from a checkpoint.
 
-Everything comes from the checkpoint written by ``model.save_checkpoint`` (``string_perception.training.train``
+Everything comes from the checkpoint written by ``model.save_checkpoint`` (``string_perception.training.checkpoint``
 and ``release_checkpoint`` add ``train_config``, ``step`` and ``provenance``); the weights checksum is computed over
 the finished ONNX graph (``runtime.checksum``), so it is the last thing set.
 """

@@ -27,7 +27,9 @@ from tqdm import tqdm
 
 from ..model.vitd import load_checkpoint
 from ..sim.demos.rollout import JOINT_NAMES
-from ..training.train import CsvLog, lr_factor, param_groups, provenance, rng_state, set_rng_state
+from ..training.checkpoint import provenance, rng_state, set_rng_state
+from ..training.engine import CsvLog, param_groups
+from ..training.schedule import lr_factor
 from .config import PolicyConfig
 from .data import build_samples, cached_tokens, encode_points, load_demos, masked_l1, model_frames, statistics
 from .model import BCPolicy, ChunkHead

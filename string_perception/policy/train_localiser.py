@@ -35,6 +35,7 @@ from ..sim.demos.transfer_cube import TransferCubeScene
 from .config import PolicyConfig
 from .data import BOX_SCALE, encode_points, encode_tokens, privileged_state
 from .localiser import save_localiser
+from ..training.schedule import lr_factor
 from .train_bc import build_policy
 
 __all__ = ['LocaliserConfig', 'start_frame', 'start_frames', 'train_localisers', 'main']
@@ -150,7 +151,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
                         save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
                                        dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
                 for g in opt.param_groups:
-                    g['lr'] = cfg.lr * 0.5 * (1 + np.cos(np.pi * step / cfg.steps))     # cosine to 0
+                    g['lr'] = cfg.lr * lr_factor(step, 0, cfg.steps)     # cosine to 0
                 idx = torch.as_tensor(rng.integers(0, n, cfg.batch_size))                 # [B]
                 pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,3]
                 loss = (pred - state[idx]).abs().mean()

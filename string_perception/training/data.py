@@ -175,7 +175,8 @@ def collate(samples: Sequence[dict]) -> dict:
 # Cache
 # ----------------------------------------------------------------------------------------------------------------
 
-def _generate_raw(args) -> RawSample:
+def generate_raw(args) -> RawSample:
+    """``FrameCache.build`` worker: the :class:`RawSample` of the procedural frame of ``(seed, scene_config)``."""
     seed, config = args
     return frame_to_raw(generate_frame(int(seed), config))
 
@@ -218,7 +219,7 @@ class FrameCache:
         """Frames of ``seeds`` made by ``generate((seed, config)) -> RawSample`` (default: the procedural
         generator), across ``processes`` worker processes (``start_method``: default fork where available; a
         renderer with a GL context needs 'spawn')."""
-        generate = generate if generate is not None else _generate_raw
+        generate = generate if generate is not None else generate_raw
         seeds = list(seeds)
         jobs = [(s, config) for s in seeds]
         bar = None
@@ -300,7 +301,7 @@ class FrameCache:
 # Dataset and sampler
 # ----------------------------------------------------------------------------------------------------------------
 
-def _scenes_source_hash() -> str:
+def scenes_source_hash() -> str:
     """sha256 of the scene generator's source: a disk cache from another generator version is never reused."""
     import hashlib
 
@@ -315,7 +316,7 @@ def procedural_fingerprint(scene_config: SceneConfig, seeds: Sequence[int]) -> s
     """FrameCache.save / load fingerprint of the procedural frames of ``seeds`` (config, seed range, generator)."""
     seeds = list(seeds)
     return json.dumps({'scene_config': dataclasses.asdict(scene_config), 'seeds': [
-        seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': _scenes_source_hash(), 'format': 2},
+        seeds[0], seeds[-1], len(seeds)] if seeds else [], 'generator': scenes_source_hash(), 'format': 2},
         sort_keys=True, default=str)
 
 
@@ -342,7 +343,7 @@ class SceneDataset(Dataset):
         seed = self.seeds[index]
         if self.cache is not None and seed in self.cache:
             return self.cache.samples[seed]
-        return _generate_raw((seed, self.scene_config))
+        return generate_raw((seed, self.scene_config))
 
     def __getitem__(self, index: int) -> dict:
         return raw_to_sample(self.raw(index), self.canonical_targets)
@@ -434,4 +435,4 @@ def shard_indices(num_items: int, rank: int, world_size: int) -> range:
 __all__ = ['SPLIT_SEED_BASE', 'SPLIT_SIZE', 'split_seeds', 'canonical_box', 'RawSample', 'frame_to_raw',
            'compact_instance_mask', 'procedural_fingerprint',
            'raw_to_sample', 'frame_to_sample', 'collate', 'FrameCache', 'SceneDataset', 'ShardSampler', 'make_loader',
-           'measure_generation', 'shard_indices']
+           'measure_generation', 'shard_indices', 'scenes_source_hash', 'generate_raw']

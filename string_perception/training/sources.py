@@ -17,9 +17,9 @@ generic mesh class ``object`` (``sim.SIM_CLASS_NAMES``) unless ``mesh_object_fra
 ``--sim mesh_object_fraction=0``); :func:`class_names_for` gives the model's list from that rule.
 
 Simulated frames are always rendered into a ``FrameCache`` by spawned worker processes (a GL context does not
-survive fork); the cache fingerprint is ``sim.cache.sim_fingerprint`` per simulated part (simulator source hash,
-``SimConfig``, seed range) next to ``data.procedural_fingerprint`` for procedural ones, under the source name, so a
-cache of another source, config or simulator version is never reused.
+survive fork); the cache fingerprint is ``training.sim_frames.sim_fingerprint`` per simulated part (simulator source
+hash, ``SimConfig``, seed range) next to ``data.procedural_fingerprint`` for procedural ones, under the source name, so
+a cache of another source, config or simulator version is never reused.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from string_perception.training.data import (FrameCache, RawSample, SceneDataset, _generate_raw, downscale_frame,
-                                             frame_to_raw, procedural_fingerprint)
+from string_perception.training.data import (FrameCache, RawSample, SceneDataset, downscale_frame, frame_to_raw,
+                                             generate_raw, procedural_fingerprint)
 
 SCENE_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
 MIX_ORDER = ('procedural', 'aloha', 'kuka')
@@ -83,14 +83,14 @@ def _generate_source(job) -> RawSample:
     source = source_of(scenes, seed)
     if out_hw is None:
         if source == 'procedural':
-            return _generate_raw((seed, scene_config))
-        from string_perception.sim.cache import _generate_raw as generate_sim
-        return generate_sim((seed, sim_cfg.replace(cell=source)))
+            return generate_raw((seed, scene_config))
+        from string_perception.training.sim_frames import generate_raw_sim   # the simulator: optional
+        return generate_raw_sim((seed, sim_cfg.replace(cell=source)))
     if source == 'procedural':
         from string_perception.scenes import generate_frame
         return frame_to_raw(downscale_frame(generate_frame(int(seed), scene_config), out_hw))
     from string_perception.sim import generate_sim_frame
-    from string_perception.sim.cache import frame_to_raw_sim
+    from string_perception.training.sim_frames import frame_to_raw_sim   # the simulator: optional
     frame = generate_sim_frame(int(seed), sim_cfg.replace(cell=source))
     return frame_to_raw_sim(downscale_frame(frame, out_hw))
 
@@ -130,7 +130,7 @@ class SourceDataset(SceneDataset):
         return {k: out[k] for k in MIX_ORDER if k in out}
 
     def fingerprint(self, seeds: Sequence[int]) -> str:
-        from string_perception.sim.cache import sim_fingerprint
+        from string_perception.training.sim_frames import sim_fingerprint   # the simulator: optional
         parts = {source: procedural_fingerprint(self.scene_config, part) if source == 'procedural'
                  else sim_fingerprint(self.sim_cfg.replace(cell=source), part)
                  for source, part in self.parts(seeds).items()}
