@@ -46,6 +46,7 @@ import cv2
 import numpy as np
 
 from . import params as P
+from ..runtime.model_variant import choose_model_file, requested_precision
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
 from .compressed_depth import HEADER as DEPTH_HEADER, decode_compressed_depth
 from .compressed_header import check_compressed
@@ -207,8 +208,12 @@ class StringPerceptionNode(ManagedNode):
         log = self.get_logger()
         try:
             cfg = P.validate_all(P.read_all(self))
-            path = self._model_path(cfg['model_path'])
-            self.pipeline = Pipeline(path, **P.model_options(cfg, usable_providers),
+            options = P.model_options(cfg, usable_providers)
+            # the int8 sibling only where this CPU runs it faster (runtime/model_variant.py), said in the log
+            choice = choose_model_file(self._model_path(cfg['model_path']), requested_precision(),
+                                       on_cpu=options['providers'][0] == 'CPUExecutionProvider')
+            log.info(f'model file {choice.path} ({choice.precision}: {choice.reason})')
+            self.pipeline = Pipeline(choice.path, **options,
                                      intra_op_threads=cfg['intra_op_threads'] or None,
                                      intra_op_spinning=cfg['intra_op_spinning'])
             self._apply_live(cfg)
