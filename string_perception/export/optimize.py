@@ -8,8 +8,9 @@ Contract of :func:`quantize_int8`:
 * Input: a contract-conforming fp32 file (``precision`` fp32, written by ``string-perception-export``); it is never
   modified, and the fp32 export path is untouched (the shipped files still reproduce bit for bit).
 * Quantised: only the encoder's weight MatMuls ``/encoder/blocks.*/{attn/qkv, attn/proj, mlp/fc1, mlp/fc2}``
-  (:func:`quantizable_nodes`), QDQ format, weights int8 symmetric per output channel, activations uint8 per tensor,
-  MinMax calibration on generated **training-split** frames of the checkpoint's own scene source (never the test
+  (:func:`quantizable_nodes`), QDQ format, weights int8 symmetric per output channel, their input activations uint8
+  per tensor, their outputs left fp32 (ONNX Runtime then runs each as one ``MatMulIntegerToFloat``: VNNI / AMX u8s8
+  GEMM with the dequantisation fused), MinMax calibration on generated **training-split** frames of the checkpoint's own scene source (never the test
   split the accuracy is scored on). Everything else stays fp32: the tokenizer (patch Conv), the STRING / RoPE angle
   MatMul ``coords @ freqs`` and its cos/sin, q·kᵀ, softmax, attention·v, LayerNorm, GELU and all heads.
 * Output: the same inputs/outputs; ``metadata_props`` = the fp32 file's with ``precision`` ``int8``, a
@@ -86,9 +87,11 @@ class FeedReader(CalibrationDataReader):
 
 
 def quantize_int8(fp32_path: str | os.PathLike, out_path: str | os.PathLike, feeds: Sequence[Feed],
-                  calibration: dict, *, per_channel: bool = True,
-                  layers: Sequence[str] = QUANTIZED_LAYERS) -> ModelMetadata:
-    """Write the int8 QDQ variant of ``fp32_path`` to ``out_path`` (module docstring); returns its metadata."""
+                  calibration: dict, *, per_channel: bool = True, layers: Sequence[str] = QUANTIZED_LAYERS,
+                  fp32_outputs: bool = True) -> ModelMetadata:
+    """Write the int8 QDQ variant of ``fp32_path`` to ``out_path`` (module docstring); returns its metadata.
+    ``fp32_outputs=False`` also quantises the MatMul outputs to uint8 (QLinearMatMul; slower and less accurate
+    here, kept for the benchmark's comparison)."""
     fp32_path, out_path = Path(fp32_path), Path(out_path)
     src = onnx.load(str(fp32_path))
     meta = ModelMetadata.from_model(src)
@@ -105,11 +108,16 @@ def quantize_int8(fp32_path: str | os.PathLike, out_path: str | os.PathLike, fee
                         op_types_to_quantize=['MatMul', 'Gemm'], nodes_to_quantize=nodes,
                         per_channel=per_channel, weight_type=QuantType.QInt8, activation_type=QuantType.QUInt8,
                         calibrate_method=CalibrationMethod.MinMax,
-                        extra_options={'WeightSymmetric': True, 'ActivationSymmetric': False})
+                        extra_options={'WeightSymmetric': True, 'ActivationSymmetric': False,
+                                       # fp32 outputs: ORT fuses Q -> MatMul(DQ weights) into MatMulIntegerToFloat
+                                       # (no uint8 round trip of the output: faster and closer to fp32)
+                                       'OpTypesToExcludeOutputQuantization':
+                                           ['MatMul', 'Gemm'] if fp32_outputs else []})
     model = onnx.load(str(out_path))
     quant = {'format': 'QDQ', 'tool': 'onnxruntime.quantization.quantize_static',
              'weights': f'int8 symmetric {"per-channel" if per_channel else "per-tensor"}',
-             'activations': 'uint8 asymmetric per-tensor', 'calibration_method': 'MinMax',
+             'activations': 'uint8 asymmetric per-tensor' + (' (inputs only; outputs fp32)' if fp32_outputs else ''),
+             'calibration_method': 'MinMax',
              'layers': list(layers), 'quantized_nodes': len(nodes),
              'calibration': dict(calibration),
              'fp32_source': {'file': fp32_path.name,
