@@ -250,7 +250,7 @@ class StringPerceptionNode(ManagedNode):
         self._input_group, self._timer_group = MutuallyExclusiveCallbackGroup(), MutuallyExclusiveCallbackGroup()
         self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics,
                                              callback_group=self._timer_group)
-        log.info(f'configured: model {path} ({len(self.pipeline.labels)} labels, input {self.pipeline.input_hw}), '
+        log.info(f'configured: model {choice.path} ({len(self.pipeline.labels)} labels, input {self.pipeline.input_hw}), '
                  f'provider {self.pipeline.provider}, score threshold '
                  f'{self.pipeline.params["score_threshold"]:.3f}')
         return SUCCESS
