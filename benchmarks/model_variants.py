@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             base = statistics.median(times['fp32'])
             print(f'\nlatency, {threads} intra-op thread(s), {args.rounds} interleaved rounds, load average '
                   f'{la0[0]:.2f} -> {la1[0]:.2f}')
-            print(f'| variant | p50 ms | p99 ms | p50 / fp32 | paired ratio |\n| --- | ---: | ---: | ---: | ---: |')
+            print('| variant | p50 ms | p99 ms | p50 / fp32 | paired ratio |\n| --- | ---: | ---: | ---: | ---: |')
             for name, t in times.items():
                 paired = statistics.median(a / b for a, b in zip(t, times['fp32']))
                 print(f'| {name} | {statistics.median(t):.2f} | {np.percentile(t, 99):.2f} | '

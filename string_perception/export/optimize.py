@@ -22,6 +22,7 @@ Which file a machine runs is ``runtime.model_variant``'s job (int8 only where th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import os
 import sys
@@ -123,8 +124,7 @@ def quantize_int8(fp32_path: str | os.PathLike, out_path: str | os.PathLike, fee
              'fp32_source': {'file': fp32_path.name,
                              'file_sha256': hashlib.sha256(fp32_path.read_bytes()).hexdigest(),
                              'weights_sha256': meta.weights_sha256}}
-    base = ModelMetadata.from_props({**meta.to_props(), 'precision': 'int8', 'quantization': '{}'})
-    final = stamp_metadata(model, ModelMetadata(**{**base.__dict__, 'quantization': quant}))
+    final = stamp_metadata(model, dataclasses.replace(meta, precision='int8', quantization=quant))
     onnx.checker.check_model(model)
     onnx.save(model, str(out_path))
     return final
