@@ -8,7 +8,7 @@ PACKAGE = 'string_perception'
 setup(
     name=PACKAGE,
     version='0.1.0',
-    packages=find_packages(exclude=['test', 'test.*']),
+    packages=find_packages(exclude=['test', 'test.*', 'benchmarks', 'benchmarks.*']),
     data_files=[
         ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
         (f'share/{PACKAGE}', ['package.xml']),
@@ -39,6 +39,7 @@ setup(
             'string-perception-demo = string_perception.demo:main',
             'string-perception-sim = string_perception.ros.sim_camera:main',
             'string-perception-train-policy = string_perception.policy.train_bc:main',
+            'string-perception-train-localiser = string_perception.policy.train_localiser:main',
             'string_perception_policy = string_perception.ros.policy_node:main',
             'string-perception-sim-aloha = string_perception.ros.sim_aloha_loop:main',
         ],

@@ -1,8 +1,8 @@
 """Scripted transfer-cube demonstrations (string_perception/sim/demos): success rate and CPU time per episode.
 
-    python benchmarks/aloha_demos.py --episodes 20                          # top camera, 120x160, not saved
-    python benchmarks/aloha_demos.py --episodes 50 --cameras --processes 2  # physics + IK only
-    python benchmarks/aloha_demos.py --episodes 50 --out runs/demos/transfer_cube --cameras top angle
+    python -m benchmarks.aloha_demos --episodes 20                          # top camera, 120x160, not saved
+    python -m benchmarks.aloha_demos --episodes 50 --cameras --processes 2  # physics + IK only
+    python -m benchmarks.aloha_demos --episodes 50 --out runs/demos/transfer_cube --cameras top angle
 
 Episodes are seeds --first-seed .. + --episodes (gym-aloha's cube pose per seed), 400 steps at 50 Hz, recorded
 (sim.demos.record_episode) in spawned worker processes (a GL context does not survive fork); with --out each is

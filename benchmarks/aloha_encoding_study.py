@@ -1,17 +1,17 @@
 """Which position encoding makes the better policy encoder? Issue 23 item 3 on the two-stage transfer-cube policy.
 
-    python benchmarks/aloha_encoding_study.py run --detector /work/runs/table4_recipe/runs/vitd-cayley/seed1/best.pt \
+    python -m benchmarks.aloha_encoding_study run --detector /work/runs/table4_recipe/runs/vitd-cayley/seed1/best.pt \
         --privileged runs/aloha_policy/privileged/best.pt --out runs/aloha_encoding/vitd-cayley-seed1
-    python benchmarks/aloha_encoding_study.py report runs/aloha_encoding/* --out docs/results/aloha_encoding
+    python -m benchmarks.aloha_encoding_study report runs/aloha_encoding/* --out docs/results/aloha_encoding
 
 ``run`` takes one ViTD detector (a Table-4 run's best.pt: every encoding trained with the same recipe, frames and
-budget) and, for each probe seed: trains the cube localiser on its frozen tokens (``aloha_policy.py probe``: 1 000
-reset seeds, embedding only, as the perception ONNX publishes it), saves it along the way (``--save-at``), exports
-each saved localiser with the privileged chunk head as the deployable ONNX pair (policy/export.export_two_stage)
-and runs the pair closed loop on the held-out evaluation seeds (``aloha_policy.py eval``). The privileged chunk
-head is the same for every encoding (trained on the true cube position, never on an image), so what differs is
-only how well each encoder's embedding localises the cube. Resumable: a probe with ``probe.json`` and an
-evaluation with its JSON are skipped.
+budget) and, for each probe seed: trains the cube localiser on its frozen tokens
+(``string-perception-train-localiser``, policy/train_localiser.py: 1 000 reset seeds, embedding only, as the
+perception ONNX publishes it), saves it along the way (``--save-at``), exports each saved localiser with the
+privileged chunk head as the deployable ONNX pair (policy/export.export_two_stage) and runs the pair closed loop on
+the held-out evaluation seeds (``benchmarks.aloha_policy eval``). The privileged chunk head is the same for every
+encoding (trained on the true cube position, never on an image), so what differs is only how well each encoder's
+embedding localises the cube. Resumable: a probe with ``probe.json`` and an evaluation with its JSON are skipped.
 
 ``report`` collects the ``run`` directories into a table (success over the evaluation seeds per encoding:
 mean and spread over probe seeds, at every saved step; the probe's held-out error; the detector's own Table-4 IoU)
@@ -23,16 +23,15 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-import aloha_policy  # noqa: E402  (benchmarks/aloha_policy.py)
+from benchmarks import aloha_policy  # noqa: E402
+from string_perception.policy import train_localiser  # noqa: E402
 
 RESULT_FILE = 'study.json'
 PROBE_NAME = re.compile(r'probe_n(\d+)_seed(\d+)_step(\d+)\.pt$')
@@ -46,7 +45,7 @@ def _detector_info(checkpoint: Path) -> dict:
     info = {'checkpoint': str(checkpoint), 'encoding': cfg.get('encoding'), 'use_depth': cfg.get('use_depth'),
             'coord_mode': cfg.get('coord_mode')}
     run = checkpoint.parent
-    if (run / 'test.json').exists():                                   # benchmarks/paper_table4.py's run layout
+    if (run / 'test.json').exists():                                   # benchmarks/common/table4.py's run layout
         test = json.loads((run / 'test.json').read_text())
         info.update(table4_config=run.parent.name, detector_seed=int(test['seed']),
                     detector_test={k: test['test'][k] for k in ('avg_best_iou', 'avg_best_iou_sym')})
@@ -59,7 +58,7 @@ def cmd_run(args) -> int:
     probe_dir = out / 'probe'
     t0 = time.perf_counter()
     if not (probe_dir / 'probe.json').exists():
-        aloha_policy.main(['probe', '--encoder-checkpoint', str(args.detector), '--train-seeds', args.train_seeds,
+        train_localiser.main(['--encoder-checkpoint', str(args.detector), '--train-seeds', args.train_seeds,
                            '--test-seeds', args.test_seeds, '--sizes', str(args.train_size), '--pool-points', 'false',
                            '--steps', str(args.steps), '--probe-seeds', *map(str, args.probe_seeds),
                            '--save-at', *map(str, args.save_at), '--threads', str(args.threads),

@@ -1,13 +1,14 @@
 """Does training the encoder with the policy help? Issue 23 item 2: frozen vs fine-tuned localiser, equal steps.
 
-    python benchmarks/aloha_finetune_study.py run \
+    python -m benchmarks.aloha_finetune_study run \
         --localiser runs/aloha_encoding/vitd-cayley-seed1/probe/probe_n1000_seed0_step6000.pt \
         --privileged runs/aloha_policy/privileged/best.pt --frames runs/aloha_finetune/frames.npz \
         --detector-run runs/table4_recipe/runs/vitd-cayley/seed1 --out runs/aloha_finetune/vitd-cayley-seed1
-    python benchmarks/aloha_finetune_study.py report runs/aloha_finetune/vitd-* --out docs/results/aloha_finetune
+    python -m benchmarks.aloha_finetune_study report runs/aloha_finetune/vitd-* --out docs/results/aloha_finetune
 
 The two-stage policy sees the cell only through the localiser (policy/localiser.py): the ViTD whose PolicyHead
-and a linear map were trained to the cube's start position on frozen encoder tokens (aloha_encoding_study.py).
+and a linear map were trained to the cube's start position on frozen encoder tokens (policy/train_localiser.py,
+through benchmarks/aloha_encoding_study.py).
 ``run`` continues one such localiser for ``--steps`` more steps in two arms that differ in one thing, whether the
 encoder trains:
 
@@ -30,17 +31,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-import aloha_policy  # noqa: E402  (benchmarks/aloha_policy.py)
-from aloha_encoding_study import sample_sd  # noqa: E402
+from benchmarks import aloha_policy  # noqa: E402
+from benchmarks.aloha_encoding_study import sample_sd  # noqa: E402
+from benchmarks.common import table4  # noqa: E402
+from string_perception.policy import train_localiser  # noqa: E402
 
 RESULT_FILE = 'finetune.json'
 ARMS = ('frozen', 'finetuned')
@@ -60,7 +61,7 @@ def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, proces
         if list(cached['seeds']) == seeds and tuple(cached['image'].shape[1:3]) == tuple(model_hw):
             return cached
     frames = {'image': [], 'depth': [], 'intrinsics': [], 'state': []}
-    for color, depth, K, cube in aloha_policy._pool_map(aloha_policy._start_frame, seeds, processes):
+    for color, depth, K, cube in train_localiser.start_frames(seeds, processes):
         for k, v in prepare_inputs(color, depth, K, model_hw, resize_mode='crop').feed().items():
             frames[k].append(v[0])
         frames['state'].append(privileged_state(cube))
@@ -161,12 +162,11 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
 
 def detection_test(vitd, detector_run: Path) -> dict:
     """``vitd`` as a detector on the Table-4 run's test split (its headline metrics, as that run's test.json)."""
-    import paper_table4  # noqa: E402  (benchmarks/paper_table4.py)
     from string_perception.evaluation.evaluate import headline
     from string_perception.training.train import TrainConfig
     spec = json.loads((detector_run / 'spec.json').read_text())
     cfg = TrainConfig.from_dict(spec['train_config'])
-    summary = paper_table4.test_summary(vitd.eval(), vitd.config, paper_table4.test_dataset(spec), cfg, 'cpu')
+    summary = table4.test_summary(vitd.eval(), vitd.config, table4.test_dataset(spec), cfg, 'cpu')
     return headline(summary)
 
 

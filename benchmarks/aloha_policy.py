@@ -1,13 +1,15 @@
 """Behaviour-cloning pilot on the simulated ALOHA transfer-cube cell (issue 23): record demos, train, evaluate.
 
-    python benchmarks/aloha_policy.py record --episodes 50 --out runs/aloha_policy/demos --processes 2
-    python benchmarks/aloha_policy.py step-error runs/aloha_policy/bc/best.pt --demos runs/aloha_policy/demos
-    python benchmarks/aloha_policy.py eval --policy runs/aloha_policy/bc/policy.onnx \
+    python -m benchmarks.aloha_policy record --episodes 50 --out runs/aloha_policy/demos --processes 2
+    python -m benchmarks.aloha_policy step-error runs/aloha_policy/bc/best.pt --demos runs/aloha_policy/demos
+    python -m benchmarks.aloha_policy eval --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --seeds 1000:1050 --processes 2
 
 Demonstrations are the scripted demonstrator (sim/demos/scripted.py) on seeds 0.., observed every --frame-every
 steps (sim/demos/rollout.record_demonstration), one npz per episode. Evaluation seeds start at 1000 (held out).
-Training is `string-perception-train-policy` (string_perception/policy/train_bc.py). Report the load average.
+Training is `string-perception-train-policy` (string_perception/policy/train_bc.py); the cube localiser of the
+two-stage policy is `string-perception-train-localiser` (string_perception/policy/train_localiser.py, used here by
+``eval --cube-estimator``). Report the load average.
 """
 from __future__ import annotations
 
@@ -65,9 +67,9 @@ class PrivilegedActor:
 
     How well must vision localise the cube? ``cube_noise_m``: Gaussian noise of this standard deviation (metres,
     per axis, seeded by the episode's cube position) on the position the policy is given. ``estimator``: a vision
-    BC checkpoint trained with the auxiliary cube loss (``--aux-cube-weight``) or a ``probe`` checkpoint: the
-    position is then its estimate from the step-0 camera frame (ViTD embedding -> linear map), i.e. a two-stage
-    vision policy."""
+    BC checkpoint trained with the auxiliary cube loss (``--aux-cube-weight``) or a localiser
+    (``string-perception-train-localiser``): the position is then its estimate from the step-0 camera frame (ViTD
+    embedding -> linear map), i.e. a two-stage vision policy."""
 
     def __init__(self, checkpoint, cube_noise_m: float = 0.0, estimator: str | None = None):
         import torch
@@ -109,7 +111,7 @@ class CubeEstimator:
         import torch
         from string_perception.policy.train_bc import load_policy
         from string_perception.policy.localiser import LOCALISER_FORMAT, load_localiser
-        if torch.load(checkpoint, weights_only=True).get('format') == LOCALISER_FORMAT:     # `probe` output
+        if torch.load(checkpoint, weights_only=True).get('format') == LOCALISER_FORMAT:     # a localiser
             self.policy, self.aux, _ = load_localiser(checkpoint)
             return
         self.policy, _, _, ck = load_policy(checkpoint)
@@ -249,119 +251,6 @@ def cmd_step_error(args) -> int:
     return 0
 
 
-def _start_frame(seed: int) -> tuple:
-    """The top camera at step 0 of episode ``seed`` (before any arm moves): colour, depth (m), K, cube position."""
-    from string_perception.sim.demos.rollout import CellCamera
-    from string_perception.sim.demos.transfer_cube import TransferCubeScene
-    scene = TransferCubeScene()
-    scene.reset(seed)
-    camera = CellCamera(scene, RolloutConfig())
-    try:
-        obs = camera.observe(0)
-    finally:
-        camera.close()
-    return obs.color, obs.depth, obs.K, np.asarray(obs.cube_xyz, np.float64)
-
-
-def _rows(x, idx):
-    return None if x is None else x[idx]
-
-
-def cmd_probe(args) -> int:
-    """Can the frozen ViTD localise the cube, and does more data help? Step-0 frames of many seeds (one render each,
-    no demonstration needed), the encoder's tokens cached once; the PolicyHead's attention pool (+ its pooled patch
-    point) and a linear map are trained to the cube's position on the first N training seeds, for each N, and
-    scored on held-out seeds. The best probe is saved (policy/localiser.py) for ``eval --cube-estimator`` and
-    ``python -m string_perception.policy.export --localiser``."""
-    import torch
-    from string_perception.policy.config import PolicyConfig
-    from string_perception.policy.data import BOX_SCALE, encode_points, encode_tokens, privileged_state
-    from string_perception.policy.localiser import save_localiser
-    from string_perception.policy.train_bc import build_policy
-    from string_perception.runtime.preprocess import prepare_inputs
-    torch.set_num_threads(args.threads)
-    a, b = (int(x) for x in args.train_seeds.split(':'))
-    c, d = (int(x) for x in args.test_seeds.split(':'))
-    seeds = list(range(a, b)) + list(range(c, d))
-    t0, c0 = time.perf_counter(), time.process_time()
-    shots = list(_pool_map(_start_frame, seeds, args.processes))
-    render_s = time.perf_counter() - t0
-    policy, _ = build_policy(PolicyConfig(encoder_checkpoint=args.encoder_checkpoint, pool_points=args.pool_points))
-    size = policy.vitd.config.image_size
-    frames = {'image': [], 'depth': [], 'intrinsics': []}
-    for color, depth, K, _ in shots:
-        for k, v in prepare_inputs(color, depth, K, size, resize_mode='crop').feed().items():
-            frames[k].append(v[0])
-    frames = {k: np.stack(v) for k, v in frames.items()}
-    tokens = encode_tokens(policy, frames, progress=False).float()                      # [S,N,D]
-    points = encode_points(policy, frames) if args.pool_points else None                # [S,N,3]
-    state = torch.as_tensor(np.stack([privileged_state(s[3]) for s in shots]))          # [S,3]
-    encode_cpu_s = time.process_time() - c0
-    n_train = b - a
-    test = torch.arange(n_train, len(seeds))
-    initial = {k: v.clone() for k, v in policy.vitd.policy_head.state_dict().items()}
-    save_at = sorted({s for s in args.save_at if 0 < s < args.steps})
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-
-    def score(aux, n) -> dict:
-        """Median / mean / p90 position error (cm) on the first n training seeds and the held-out ones."""
-        policy.vitd.policy_head.eval()
-        with torch.no_grad():
-            err = {}
-            for name, sel in (('train', torch.arange(n)), ('test', test)):
-                pred = aux(policy.embedding_from_tokens(tokens[sel], _rows(points, sel)))
-                err[name] = ((pred - state[sel]).norm(dim=-1) * BOX_SCALE).numpy()        # metres
-        policy.vitd.policy_head.train()
-        return dict(train_median_cm=100 * float(np.median(err['train'])),
-                    test_median_cm=100 * float(np.median(err['test'])), test_mean_cm=100 * float(err['test'].mean()),
-                    test_p90_cm=100 * float(np.percentile(err['test'], 90)))
-
-    rows, best = [], None
-    for n in sorted({min(n, n_train) for n in args.sizes}):
-        baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()   # predict the mean
-        for probe_seed in args.probe_seeds:
-            torch.manual_seed(probe_seed)
-            policy.vitd.policy_head.load_state_dict(initial)
-            aux = torch.nn.Linear(policy.chunk_head.embed_dim, 3)
-            opt = torch.optim.AdamW([*policy.vitd.policy_head.parameters(), *aux.parameters()], lr=args.lr,
-                                    weight_decay=1e-4)
-            rng = np.random.default_rng(probe_seed)
-            policy.vitd.policy_head.train()
-            along = []                                                  # the probe's error at each --save-at step
-            for step in range(args.steps):
-                if step in save_at:
-                    along.append(dict(step=step, **score(aux, n)))
-                    if args.out:
-                        save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
-                                       dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
-                for g in opt.param_groups:
-                    g['lr'] = args.lr * 0.5 * (1 + np.cos(np.pi * step / args.steps))     # cosine to 0
-                idx = torch.as_tensor(rng.integers(0, n, args.batch_size))                 # [B]
-                pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,3]
-                loss = (pred - state[idx]).abs().mean()
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-            row = dict(train_seeds=n, probe_seed=probe_seed, steps=args.steps, **score(aux, n),
-                       mean_position_median_cm=100 * float(np.median(baseline)), along=along)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            is_best = best is None or row['test_median_cm'] < best['test_median_cm']
-            best = row if is_best else best
-            if args.out:
-                save_localiser(args.out / f'probe_n{n}_seed{probe_seed}_step{args.steps}.pt', policy, aux, row)
-                if is_best:
-                    save_localiser(args.out / 'probe.pt', policy, aux, row)
-    out = {'rows': rows, 'render_wall_s': render_s, 'encode_cpu_s': encode_cpu_s,
-           'probe_cpu_s': time.process_time() - c0 - encode_cpu_s, 'load_avg': os.getloadavg()[0],
-           'args': {k: str(v) for k, v in vars(args).items()}}
-    print(json.dumps(out), flush=True)
-    if args.out:
-        (args.out / 'probe.json').write_text(json.dumps(out, indent=1))
-    return 0
-
-
 def add_study_arguments(p: argparse.ArgumentParser) -> None:
     """The chunk head, seed ranges and parallelism the encoding and fine-tune studies share."""
     p.add_argument('--privileged', required=True, help='the privileged chunk head (train_bc --observation privileged)')
@@ -399,27 +288,8 @@ def main(argv=None) -> int:
     p.add_argument('--demos', required=True)
     p.add_argument('--steps', type=int, nargs='+', default=[0, 40, 100])
     p.add_argument('--frame-every', type=int, default=4)
-    q = sub.add_parser('probe', help='cube localisation from the frozen encoder vs the number of training seeds')
-    q.add_argument('--encoder-checkpoint', default='models/vitd_tiny_cayley.pt')
-    q.add_argument('--train-seeds', default='0:2000', help='first:end of the seeds the probe learns from')
-    q.add_argument('--test-seeds', default='1000000:1000200', help='held-out seeds (not the eval seeds 1000..)')
-    q.add_argument('--sizes', type=int, nargs='+', default=[45, 200, 1000, 2000])
-    q.add_argument('--pool-points', type=lambda v: v.lower() in ('1', 'true', 'yes'), default=True,
-                   help='the linear map also gets the patch point the attention pools (not in the exported '
-                        'embedding); false: the embedding alone, as the perception ONNX publishes it')
-    q.add_argument('--steps', type=int, default=2000)
-    q.add_argument('--probe-seeds', type=int, nargs='+', default=[0],
-                   help='training seeds of the probe (its linear map\'s initialisation and batch order); every '
-                        'probe is saved as probe_n{N}_seed{K}_step{S}.pt, the best one also as probe.pt')
-    q.add_argument('--save-at', type=int, nargs='*', default=[],
-                   help='also save (and score) the probe before these steps: the success-vs-step curve')
-    q.add_argument('--batch-size', type=int, default=64)
-    q.add_argument('--lr', type=float, default=1e-3)
-    q.add_argument('--threads', type=int, default=1)
-    q.add_argument('--processes', type=int, default=1)
-    q.add_argument('--out', type=Path)
     args = ap.parse_args(argv)
-    return {'record': cmd_record, 'eval': cmd_eval, 'step-error': cmd_step_error, 'probe': cmd_probe}[args.cmd](args)
+    return {'record': cmd_record, 'eval': cmd_eval, 'step-error': cmd_step_error}[args.cmd](args)
 
 
 if __name__ == '__main__':

@@ -1,8 +1,8 @@
 """The transfer-cube policy over ROS vs offline, side by side (issue 23 item 4): the same seeds, the same ONNX files.
 
-    python benchmarks/aloha_ros_loop.py --seeds 1000:1005 --policy runs/aloha_policy/bc/policy.onnx \
+    python -m benchmarks.aloha_ros_loop --seeds 1000:1005 --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --json runs/aloha_ros_loop/result.json
-    python benchmarks/aloha_ros_loop.py --seeds 0:3 --steps 100          # linear TEST policy: plumbing only
+    python -m benchmarks.aloha_ros_loop --seeds 0:3 --steps 100          # linear TEST policy: plumbing only
 
 ROS: string-perception-sim-aloha (lockstep: every control step publishes the top camera, /joint_states, /clock and
 waits for the command with that stamp) -> perception node -> policy node, three processes on loopback DDS (own
@@ -28,8 +28,9 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
 import numpy as np  # noqa: E402
 
+from string_perception.domain_reservation import reserved_domain_id  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def load() -> str:
@@ -150,8 +151,6 @@ def main(argv=None) -> int:
         from string_perception.paths import model_file
         from string_perception.ros.node import DEFAULT_MODEL
         perception = str(model_file(DEFAULT_MODEL))
-    sys.path.insert(0, str(REPO / 'test'))
-    from ros_helpers import reserved_domain_id
     with tempfile.TemporaryDirectory(prefix='sp_aloha_loop_') as tmp, reserved_domain_id(a.domain or None) as dom:
         work = Path(a.workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """Short, comparable detector-recipe runs (issue 19): same frames, same budget, one change at a time.
 
-    python benchmarks/detector_recipe.py run dense dense_geom --steps 1500 --out runs/recipe --parallel 2
-    python benchmarks/detector_recipe.py report --runs runs/recipe --out docs/results/detector_recipe.md
+    python -m benchmarks.detector_recipe run dense dense_geom --steps 1500 --out runs/recipe --parallel 2
+    python -m benchmarks.detector_recipe report --runs runs/recipe --out docs/results/detector_recipe.md
 
 ``run`` trains each named recipe with ``string-perception-train`` and the common settings below (one shared
 8 000-frame cache file, batch 16, lr 7e-4, validation on 64 frames every 500 steps); ``--parallel 2`` runs two at a
@@ -93,7 +93,7 @@ def _fmt(v) -> str:
 def cmd_report(args) -> int:
     runs = Path(args.runs)
     lines = ['# Detector recipe: short comparable runs', '',
-             f'Written by `python benchmarks/detector_recipe.py report --runs {args.runs}` on '
+             f'Written by `python -m benchmarks.detector_recipe report --runs {args.runs}` on '
              f'{time.strftime("%Y-%m-%d")}. Every run: `string-perception-train {" ".join(COMMON)} '
              '--cache-file CACHE --steps S` plus the options in the table (the same 8 000 training frames, data '
              'seed 0, init seed 0); test = the first '

@@ -1,10 +1,10 @@
 """Domain transfer between the procedural ray caster and the simulated workcells (issue 21): one model per training
 source, each scored on the held-out test frames of every source.
 
-    python benchmarks/domain_transfer.py run                       # the full table (see Budget), resumable
-    python benchmarks/domain_transfer.py run --steps 20 --train-frames 16 --val-frames 4 --test-frames 4 \\
+    python -m benchmarks.domain_transfer run                       # the full table (see Budget), resumable
+    python -m benchmarks.domain_transfer run --steps 20 --train-frames 16 --val-frames 4 --test-frames 4 \\
         --out runs/domain_smoke --results runs/domain_smoke/domain_transfer.md      # smoke configuration
-    python benchmarks/domain_transfer.py report                    # re-render the markdown from OUT/results.json
+    python -m benchmarks.domain_transfer report                    # re-render the markdown from OUT/results.json
 
 ``run`` trains ``procedural``, ``aloha``, ``kuka`` and ``mix`` (``string-perception-train --scenes``) with the
 shipped model's recipe (tiny preset, ``--assignment dense --model patch_geometry=true --lr 7e-4``,
@@ -42,8 +42,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:       # run as a script from a checkout
-    sys.path.insert(0, str(REPO))
 
 TRAIN_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
 TEST_SOURCES = ('procedural', 'aloha', 'kuka')
@@ -191,7 +189,7 @@ def cmd_run(args) -> int:
     for train in args.train_sources:
         for test in args.test_sources:
             score_cell(train, test, budget, out, args.workers)
-    command = 'python benchmarks/domain_transfer.py ' + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    command = 'python -m benchmarks.domain_transfer ' + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     results = collect(out, budget, args.train_sources, args.test_sources, training, time.perf_counter() - t0,
                       command)
     (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')

@@ -1,6 +1,6 @@
 """Batch-1 CPU latency of ONNX model files side by side (interleaved calls on the same frame).
 
-    python benchmarks/model_latency.py models/vitd_tiny_cayley.onnx OTHER.onnx --threads 1 --repeats 200
+    python -m benchmarks.model_latency models/vitd_tiny_cayley.onnx OTHER.onnx --threads 1 --repeats 200
 
 Each file is loaded with the runtime's ``OnnxModel`` (what the node runs) and called round-robin on one generated
 test-split frame at its own input size (files of different sizes, e.g. a square and a 4:3 model, each get the same

@@ -1,7 +1,7 @@
 """Decoding choices on one model's outputs: argmax vs multi-label candidates, class-wise vs class-agnostic NMS at
 several IoU thresholds.
 
-    python benchmarks/nms_modes.py models/vitd_tiny_cayley.pt --split val --num-frames 200
+    python -m benchmarks.nms_modes models/vitd_tiny_cayley.pt --split val --num-frames 200
 
 Runs the model once over the frames, then decodes the same outputs with every setting and prints the headline
 metrics (strict and symmetry-aware) and the kept boxes per frame side by side (the average best IoU ignores scores,

@@ -1,9 +1,9 @@
 """The node's latency budget at camera rate, side by side for node settings, against the bare pipeline (issue 22).
 
-    python benchmarks/node_latency.py --rate 30 --duration 20                          # old vs new, 20 s each
-    python benchmarks/node_latency.py --variants old zero_copy skip_unsubscribed threads1 no_spin events new
-    python benchmarks/node_latency.py --variants new --duration 600 --json soak.json  # the 10-minute goal run
-    python benchmarks/node_latency.py --variants new intra_op_threads=2,executor=events   # ad-hoc settings
+    python -m benchmarks.node_latency --rate 30 --duration 20                          # old vs new, 20 s each
+    python -m benchmarks.node_latency --variants old zero_copy skip_unsubscribed threads1 no_spin events new
+    python -m benchmarks.node_latency --variants new --duration 600 --json soak.json  # the 10-minute goal run
+    python -m benchmarks.node_latency --variants new intra_op_threads=2,executor=events   # ad-hoc settings
 
 Per variant (a named set of node parameters, :data:`VARIANTS`, or ``key=value,...`` over the defaults): the bare
 pipeline (``runtime.Pipeline`` in this process, same ORT thread settings) on the same generated 640x480 frames at
@@ -28,16 +28,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
+from benchmarks.soak import PREFIX, rss_bytes, rss_figures  # the soak's publisher and RSS figures
+from string_perception.domain_reservation import reserved_domain_id
+
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import numpy as np  # noqa: E402
-
-from soak import PREFIX, _rss_figures, rss_bytes  # noqa: E402  (same publisher, same RSS figures as the soak)
-
-SOAK = Path(__file__).resolve().parent / 'soak.py'
+SOAK = ['-m', 'benchmarks.soak']       # its publisher and listener roles, in the children (cwd and PYTHONPATH: REPO)
 FIRST_SEED, H, W = 2_000_000_000, 480, 640
 INPUT_DEPTH_5 = {f'{i}_qos_depth': 5 for i in ('image', 'depth', 'camera_info')}   # the input queues before 3rd round
 BEFORE_CUTS = {'raw_image_input': False, 'reuse_output_messages': False, 'inline_processing': False, **INPUT_DEPTH_5}
@@ -142,12 +139,12 @@ def run_node(a, model: str, params: dict, work: Path, domain: int) -> dict:
         if not procs[0].wait_for_line(READY_LINE, 300):
             raise RuntimeError(f'node did not start:\n{procs[0].log()}')
         if a.listen:
-            procs.append(ChildProcess('listener', [sys.executable, str(SOAK), '--role', 'listen', '--out',
+            procs.append(ChildProcess('listener', [sys.executable, *SOAK, '--role', 'listen', '--out',
                                                    str(work / 'listener.json'), '--stop', str(work / 'stop'),
                                                    '--ready', str(work / 'ready')], env, work / 'listener.log',
                                       cwd=REPO))
         pub_out = work / 'publisher.json'
-        pub = ChildProcess('publisher', [sys.executable, str(SOAK), '--role', 'publish', '--rate', str(a.rate),
+        pub = ChildProcess('publisher', [sys.executable, *SOAK, '--role', 'publish', '--rate', str(a.rate),
                                          '--seconds', str(a.duration), '--out', str(pub_out), '--distinct',
                                          str(a.distinct)], env, work / 'publisher.log', cwd=REPO)
         procs.append(pub)
@@ -207,7 +204,7 @@ def summarise(name: str, params: dict, runs: list[dict], bare: list[float], a) -
     inner = np.array([sum(r.get(s, 0.0) for s in ('preprocess', 'inference', 'postprocess', 'tracking'))
                       for r in recs])
     outer = np.array([r['stamp_to_detections'] for r in recs])
-    growth = [_rss_figures([b for t, b in run['rss'] if t >= a.warmup] or [b for _, b in run['rss']])
+    growth = [rss_figures([b for t, b in run['rss'] if t >= a.warmup] or [b for _, b in run['rss']])
               for run in runs]
     run = runs[-1]
     return {'variant': name, 'params': params, 'rate_hz': a.rate, 'duration_s': a.duration, 'sent': sent,
@@ -287,8 +284,6 @@ def main(argv=None) -> int:
         from string_perception.paths import model_file
         from string_perception.ros.node import DEFAULT_MODEL
         model = str(model_file(DEFAULT_MODEL))
-    sys.path.insert(0, str(REPO / 'test'))
-    from ros_helpers import reserved_domain_id
     frames = make_frames(a.distinct)
     results = []
     with tempfile.TemporaryDirectory(prefix='sp_node_latency_') as tmp, \

@@ -1,7 +1,7 @@
 """Latency of the exported ViTD: STRING (cayley, circulant) vs RoPE vs no encoding, ORT vs PyTorch eager, fp16 vs fp32.
 
-    python benchmarks/onnx_latency.py --preset tiny --threads 1 --repeats 30
-    python benchmarks/onnx_latency.py --preset base --providers cuda tensorrt cpu --repeats 100
+    python -m benchmarks.onnx_latency --preset tiny --threads 1 --repeats 30
+    python -m benchmarks.onnx_latency --preset base --providers cuda tensorrt cpu --repeats 100
 
 Every variant is built at the same model size from the preset (random weights: latency does not depend on values),
 compiled and exported exactly as `string-perception-export` does (DeployableViTD -> ONNX, TorchScript exporter)

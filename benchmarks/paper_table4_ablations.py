@@ -9,16 +9,16 @@ a reproducibility check of the table) and then each change in :data:`ABLATIONS`,
 ablation's cells in place of the default ones; how far trained Cayley rotations moved from the identity, i.e. from
 RoPE-Mixed), and ``results.json``.
 
-    python benchmarks/paper_table4_ablations.py                       # all of ABLATIONS, 3 seeds (96 min, 2 cores)
-    python benchmarks/paper_table4_ablations.py --only default lr_2e-3 --seeds 1
+    python -m benchmarks.paper_table4_ablations                       # all of ABLATIONS, 3 seeds (96 min, 2 cores)
+    python -m benchmarks.paper_table4_ablations --only default lr_2e-3 --seeds 1
 
-Runs go through ``paper_table4.py``'s machinery (same budget, same held-out test split, resumable: a finished run
-is read back) under ``OUT/<ablation>/runs/CONFIG/seedK``; all ablations share one frame cache ``OUT/cache``.
+Runs go through the table's runner, ``benchmarks/common/table4.py`` (same budget, same held-out test split,
+resumable: a finished run is read back) under ``OUT/<ablation>/runs/CONFIG/seedK``; all ablations share one frame
+cache ``OUT/cache``.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import statistics
 import sys
@@ -27,26 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:       # run as a script from a checkout
-    sys.path.insert(0, str(REPO))
+from benchmarks.common import table4 as T4
+from string_perception.evaluation.paper_table import (ENCODER_TITLES, ENCODING_TITLES, Cell, cells_from_runs,
+                                                      check_claims)
 
-from string_perception.evaluation.paper_table import (ENCODER_TITLES, ENCODING_TITLES, Cell,  # noqa: E402
-                                                      cells_from_runs, check_claims)
-
-
-def _load_table4():
-    """``benchmarks/paper_table4.py`` as a module (benchmarks/ is not a package)."""
-    if 'paper_table4' in sys.modules:
-        return sys.modules['paper_table4']
-    spec = importlib.util.spec_from_file_location('paper_table4', Path(__file__).with_name('paper_table4.py'))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules['paper_table4'] = module     # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
-
-
-T4 = _load_table4()
 CONTESTED = ('vit-rope_mixed', 'vit-circulant', 'vit-cayley', 'vitd-rope_mixed', 'vitd-circulant', 'vitd-cayley')
 CLAIM_KEYS = ('circulant_best_vit', 'cayley_best_vitd', 'string_ge_rope')
 
@@ -259,15 +243,11 @@ def run_ablations(ablations: Sequence[Ablation], budget: Any, base: Any) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = T4.build_parser()
-    p.description = __doc__.split('\n\n')[0]
+    p = T4.build_parser(__doc__.split('\n\n')[0])
     p.set_defaults(out='runs/table4_ablations')
     p.add_argument('--only', nargs='+', choices=list(BY_NAME), default=list(BY_NAME),
                    help='ablations to run (default: all; "default" is what the others are compared with)')
     args = p.parse_args(argv)
-    if args.run_one:
-        T4.execute_run(json.loads(Path(args.run_one).read_text()))
-        return 0
     budget, settings = T4.budget_from_args(args), T4.settings_from_args(args)
     results = run_ablations([BY_NAME[n] for n in args.only], budget, settings)
     return 1 if results['errors'] else 0

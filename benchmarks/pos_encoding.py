@@ -1,8 +1,8 @@
 """Cost of each STRING variant next to RoPE, eager (forward+backward), compiled (apply_rope_mixed forward) and the
 attention that consumes it.
 
-    python benchmarks/pos_encoding.py                      # head_dim 64, 4 heads, batch 2, N = 256/1024/4096
-    python benchmarks/pos_encoding.py --tokens 256 1024 --repeats 9 --variants rope cayley circulant
+    python -m benchmarks.pos_encoding                      # head_dim 64, 4 heads, batch 2, N = 256/1024/4096
+    python -m benchmarks.pos_encoding --tokens 256 1024 --repeats 9 --variants rope cayley circulant
 
 Every variant compiles to RoPE-Mixed in a folded basis (docs/DESIGN.md §2), so the "compiled" column times the exported
 op, `apply_rope_mixed`, with each variant's canonical frequencies. Times are medians over repeats that are

@@ -1,33 +1,32 @@
 """Postprocess (decode + 3D NMS) latency, the decoder before issue 37 against today's, on the shipped model's frames.
 
-    python benchmarks/postprocess_latency.py                          # 300 frames, thresholds: the model's and 0.05
-    python benchmarks/postprocess_latency.py --frames 1000 --thresholds 0.47 0.05 0.3 --class-agnostic
+    python -m benchmarks.postprocess_latency                          # 300 frames, thresholds: the model's and 0.05
+    python -m benchmarks.postprocess_latency --frames 1000 --thresholds 0.47 0.05 0.3 --class-agnostic
 
 Runs the shipped model (``models/vitd_tiny_cayley.onnx``, CPU provider) once over generated frames of the held-out
 test split (seeds from 2e9, 640x480 as the camera publishes them, through ``runtime.prepare_inputs``), then decodes
-every frame's outputs with the reference decoder (test/postprocess_reference.py, one exact-IoU call per kept box)
-and with ``runtime.postprocess.decode_detections``, alternating old and new frame by frame so that a change of the
-machine's load hits both, each call timed on its own (``time.perf_counter``). Prints per setting: p50 / p99 / mean
-in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates (argmax scores at or
-above the threshold) and kept boxes per frame, and how many frames differ in any kept box (must be 0); the 1-minute
-load average with every row. Nothing asserts; test/test_nms.py checks
-correctness, never time.
+every frame's outputs with the reference decoder (benchmarks/common/postprocess_reference.py, one exact-IoU call
+per kept box) and with ``runtime.postprocess.decode_detections``, alternating old and new frame by frame so that a
+change of the machine's load hits both, each call timed on its own (``time.perf_counter``). Prints per setting:
+p50 / p99 / mean in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates
+(argmax scores at or above the threshold) and kept boxes per frame, and how many frames differ in any kept box
+(must be 0); the 1-minute load average with every row. Nothing asserts; test/test_nms.py checks correctness, never
+time.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-for p in (REPO, REPO / 'test'):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+import numpy as np
+from scipy.special import expit
 
-import numpy as np  # noqa: E402
-from scipy.special import expit  # noqa: E402
+from benchmarks.common.postprocess_reference import decode_detections_reference, same_detections
+from string_perception.runtime.postprocess import decode_detections
+
+REPO = Path(__file__).resolve().parent.parent
 
 FIRST_SEED = 2_000_000_000
 MODEL = REPO / 'models' / 'vitd_tiny_cayley.onnx'
@@ -63,10 +62,6 @@ def _stats(ms) -> str:
 def compare(boxes, logits, labels, score_threshold: float, nms_iou: float = 0.3, class_agnostic: bool = False,
             multi_label: bool = False, repeats: int = 1) -> dict:
     """Old and new decoder on every frame, alternating -> per-frame times (ms), counts and the differing frames."""
-    from postprocess_reference import decode_detections_reference, same_detections
-
-    from string_perception.runtime.postprocess import decode_detections
-
     kw = dict(score_threshold=score_threshold, nms_iou=nms_iou, class_agnostic=class_agnostic,
               multi_label=multi_label)
     old_ms, new_ms, old_cpu, new_cpu, kept, differ = [], [], [], [], [], []

@@ -1,7 +1,7 @@
 """Frames per second of the simulated workcells (string_perception/sim) per core, and across processes.
 
-    python benchmarks/sim_scenes.py --frames 10
-    python benchmarks/sim_scenes.py --frames 40 --processes 2 --sizes 128x128
+    python -m benchmarks.sim_scenes --frames 10
+    python -m benchmarks.sim_scenes --frames 40 --processes 2 --sizes 128x128
 
 One process generates --frames frames (seeds from --first-seed) per cell and image size: compile the cell with its
 objects, arm sampling, drop and settle, render (colour + depth, segmentation, 'alone' silhouettes), sensor model.

@@ -1,8 +1,8 @@
 """Load on the running node over loopback DDS: burst, soak and publisher restart, with figures (issue 7).
 
-    python benchmarks/soak.py --rate 30 --duration 600 --json soak.json          # 10-minute soak
-    python benchmarks/soak.py --rate 200 --duration 10 --json burst.json         # 200 Hz burst
-    python benchmarks/soak.py --rate 30 --duration 12 --restart-at 5 --restart-gap 2   # camera restarts
+    python -m benchmarks.soak --rate 30 --duration 600 --json soak.json          # 10-minute soak
+    python -m benchmarks.soak --rate 200 --duration 10 --json burst.json         # 200 Hz burst
+    python -m benchmarks.soak --rate 30 --duration 12 --restart-at 5 --restart-gap 2   # camera restarts
 
 Three processes on their own ROS_DOMAIN_ID with the shipped loopback Fast DDS profile (``ros.dds_env``): the node
 (``python -m string_perception.ros.node``, CPU provider unless --providers), a publisher playing generated
@@ -27,11 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+import numpy as np
 
-import numpy as np  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 S = 1_000_000_000
 PREFIX = '/sp_load'
@@ -230,14 +228,14 @@ def run(a) -> dict:
     if not model:
         from string_perception.paths import model_file
         model = str(model_file(DEFAULT_MODEL))
-    me = str(Path(__file__).resolve())
+    me = ['-m', 'benchmarks.soak']           # this module's roles, in the children (cwd and PYTHONPATH: REPO)
     cmd = node_command(model, params={'providers': a.providers, 'diagnostics_period': 1.0},
                        remaps={n: f'{PREFIX}/{n}' for n in ('image', 'depth', 'camera_info')})
     stop, ready = work / 'stop', work / 'listener_ready'
     for f in (stop, ready):
         f.unlink(missing_ok=True)
     procs = {'node': _start(cmd[1:], env, work / 'node.log')}
-    procs['listener'] = _start([me, '--role', 'listen', '--out', str(work / 'listener.json'), '--stop', str(stop),
+    procs['listener'] = _start([*me, '--role', 'listen', '--out', str(work / 'listener.json'), '--stop', str(stop),
                                 '--ready', str(ready)], env, work / 'listener.log')
     res = {'rate_hz': a.rate, 'duration_s': a.duration, 'model': model, 'crashes': 0, 'rss': [], 'phases': []}
     try:
@@ -254,7 +252,7 @@ def run(a) -> dict:
             while time.monotonic() - start < begin:
                 time.sleep(0.05)
             out = work / f'publisher{k}.json'
-            pub = _start([me, '--role', 'publish', '--rate', str(a.rate), '--seconds', str(end - begin),
+            pub = _start([*me, '--role', 'publish', '--rate', str(a.rate), '--seconds', str(end - begin),
                           '--out', str(out), '--distinct', str(a.distinct)], env, work / f'publisher{k}.log')
             next_sample, socket_check = time.monotonic(), begin + (end - begin) / 2
             while pub.poll() is None:
@@ -286,7 +284,7 @@ def run(a) -> dict:
     return summarise(res, lis, a)
 
 
-def _rss_figures(rss: list[int]) -> dict:
+def rss_figures(rss: list[int]) -> dict:
     """MiB: median of the first and of the last tenth of the samples after warm-up (single samples jitter by a few
     MiB as the allocator breathes), their growth in %, and the maximum."""
     if not rss:
@@ -316,7 +314,7 @@ def summarise(res: dict, lis: dict, a) -> dict:
                                           'drops.not_received', 'drops.unsynchronised', 'latency_ms_p95',
                                           'inference_ms_p50', 'execution_provider')},
         'bad_inputs': {k: v for k, v in diag.items() if k.startswith('bad_inputs.')},
-        'rss_mb': _rss_figures(rss),
+        'rss_mb': rss_figures(rss),
         'outputs_per_phase': per_phase,
     })
     return res

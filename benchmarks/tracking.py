@@ -1,7 +1,7 @@
 """CLEAR MOT figures of the 3D tracker (runtime/tracking.py) on generated scenes whose objects move.
 
-    python benchmarks/tracking.py --sequences 8 --frames 60 --out docs/results/tracking.md
-    python benchmarks/tracking.py --sequences 2 --frames 20 --no-model          # ground truth inputs only, fast
+    python -m benchmarks.tracking --sequences 8 --frames 60 --out docs/results/tracking.md
+    python -m benchmarks.tracking --sequences 2 --frames 20 --no-model          # ground truth inputs only, fast
 
 Sequences: ``scenes.sequence.generate_sequence`` (test-split seeds from 2e9 + 7_000_000, static camera, 70 % of the
 objects sliding at up to 0.3 m/s, objects passing through each other, labels only for visible objects), 30 Hz.
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
             'update_wall_ms_p99': float(np.percentile(wall, 99)),
             'worst_case_ms_distance': worst_case_ms(TrackerConfig(), 50),
             'worst_case_ms_iou': worst_case_ms(TrackerConfig(association='iou'), 50)}
-    info = {'command': 'python benchmarks/tracking.py ' + ' '.join(sys.argv[1:] if argv is None else argv),
+    info = {'command': 'python -m benchmarks.tracking ' + ' '.join(sys.argv[1:] if argv is None else argv),
             'args': vars(a), 'tracker_defaults': asdict(TrackerConfig()), 'operating_threshold': threshold,
             'objects_moving_share': float(np.mean([np.linalg.norm(sf.velocities, axis=1).max() > 0.01
                                                    for seq in seqs for sf in seq if len(sf.object_ids)])),

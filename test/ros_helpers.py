@@ -4,6 +4,7 @@ In-test helpers (no rclpy import at module level):
 
 - ``ros_skip_reason()``         why ROS tests cannot run here (None when they can)
 - ``reserved_domain_id()``      a ROS_DOMAIN_ID in 1..101 no other test on this machine holds right now
+                                (``string_perception.domain_reservation``, which the benchmarks use too)
 - ``ros_test_env(domain_id)``   full child environment: loopback Fast DDS profile, domain id, unbuffered
 - ``ProcessGroup``              start helper/peer processes (``sys.executable``, as ``child_process.ChildProcess``), wait/stop with timeouts,
                                 always cleaned up, logs kept for failure messages
@@ -23,15 +24,10 @@ Child processes inherit the parent's environment (LD_LIBRARY_PATH and the ros wh
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import fcntl
 import importlib.util
-import itertools
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,10 +37,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from string_perception.child_process import ChildProcess  # noqa: E402
-from string_perception.ros.dds_env import MAX_DOMAIN_ID, merged_dds_env  # noqa: E402
-
-LOCK_DIR = Path(tempfile.gettempdir())
-_RESERVATIONS = itertools.count()   # successive reservations of one process start at successive ids
+from string_perception.domain_reservation import reserved_domain_id  # noqa: E402,F401  (shared with benchmarks)
+from string_perception.ros.dds_env import merged_dds_env  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -58,37 +52,6 @@ def ros_skip_reason(*modules: str) -> str | None:
             hint = ' (run scripts/build_interfaces.sh .venv)' if mod == 'vision_msgs' else ''
             return f'{mod} is not importable{hint}'
     return None
-
-
-@contextlib.contextmanager
-def reserved_domain_id(first: int | None = None):
-    """Yield a ROS_DOMAIN_ID in 1..101 that no other user of this helper on the machine holds.
-
-    Starts at a pid-derived id that moves on with every reservation of this process, and probes upward; each id
-    is held with an flock on a file in the temp directory for the duration of the ``with`` block (released
-    automatically if the process dies). Moving on matters: tests that run one after the other in the pytest
-    process would otherwise share one domain, and a participant an earlier test leaves behind (DDS deletes
-    them asynchronously) could answer a later test's graph queries by node name.
-    """
-    start = ((os.getpid() + next(_RESERVATIONS)) % MAX_DOMAIN_ID) if first is None else (first - 1)
-    for k in range(MAX_DOMAIN_ID):
-        dom = 1 + (start + k) % MAX_DOMAIN_ID
-        path = LOCK_DIR / f'string_perception_ros_domain_{dom}.lock'
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                continue
-            raise
-        try:
-            yield dom
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-        return
-    raise RuntimeError('no free ROS_DOMAIN_ID in 1..101 (all held by other tests)')
 
 
 def ros_test_env(domain_id: int, **kwargs) -> dict[str, str]:

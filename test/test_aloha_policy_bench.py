@@ -1,10 +1,8 @@
-"""benchmarks/aloha_policy.py's localisation tools (issue 23): the cube probe on real step-0 frames of the simulated
-cell (micro run, tiny encoder), its checkpoint as a cube estimator, and the privileged actor's noisy or estimated
-cube position."""
-import importlib.util
+"""The cube localiser (policy/train_localiser.py, issue 23) on real step-0 frames of the simulated cell (micro run,
+tiny encoder), its checkpoint as a cube estimator in benchmarks.aloha_policy, the privileged actor's noisy or
+estimated cube position, and the encoding and fine-tune studies built on them."""
 import json
 import os
-import sys
 
 os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
@@ -14,9 +12,10 @@ pytest.importorskip('torch')  # optional: requirements/train.txt
 pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 import torch  # noqa: E402
 
+from benchmarks import aloha_encoding_study, aloha_finetune_study, aloha_policy  # noqa: E402
 from string_perception.model import ViTDConfig, build_model  # noqa: E402
 from string_perception.model.vitd import save_checkpoint  # noqa: E402
-from ros_helpers import REPO  # noqa: E402
+from string_perception.policy import train_localiser  # noqa: E402
 from string_perception.policy.config import PolicyConfig  # noqa: E402
 from string_perception.policy.data import BOX_SCALE, privileged_state  # noqa: E402
 from string_perception.policy.train_bc import train  # noqa: E402
@@ -27,33 +26,19 @@ TINY = dict(image_size=(16, 24), patch_size=8, width=32, depth=1, num_heads=2, c
             encoding='cayley')
 
 
-def _load_benchmark(name: str, file: str):
-    """A script under benchmarks/ as a module (they are not a package)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / 'benchmarks' / file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _bench():
-    return _load_benchmark('aloha_policy_bench', 'aloha_policy.py')
-
-
 @pytest.fixture(scope='module')
 def probe(tmp_path_factory):
     d = tmp_path_factory.mktemp('probe')
     torch.manual_seed(0)
     save_checkpoint(d / 'enc.pt', build_model(ViTDConfig(**TINY)))
-    bench = _bench()
-    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
-                       '--test-seeds', '1000000:1000003', '--sizes', '3', '6', '--steps', '3', '--out',
-                       str(d / 'out')]) == 0
-    return bench, d
+    assert train_localiser.main(['--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                                 '--test-seeds', '1000000:1000003', '--sizes', '3', '6', '--steps', '3', '--out',
+                                 str(d / 'out')]) == 0
+    return d
 
 
 def test_probe_scores_each_training_size_on_held_out_seeds(probe):
-    _, d = probe
+    d = probe
     res = json.loads((d / 'out' / 'probe.json').read_text())
     assert [r['train_seeds'] for r in res['rows']] == [3, 6]
     for r in res['rows']:
@@ -63,26 +48,26 @@ def test_probe_scores_each_training_size_on_held_out_seeds(probe):
 
 
 def test_probe_checkpoint_estimates_the_cube_from_a_frame(probe):
-    bench, d = probe
-    est = bench.CubeEstimator(str(d / 'out' / 'probe.pt'))
-    color, depth, K, cube = bench._start_frame(1000000)
+    d = probe
+    est = aloha_policy.CubeEstimator(str(d / 'out' / 'probe.pt'))
+    color, depth, K, cube = train_localiser.start_frame(1000000)
     obs = Observation(0, color, depth, K, np.zeros(14), cube)
     a, b = est(obs), est(obs)
     assert a.shape == (3,) and np.all(np.isfinite(a)) and np.array_equal(a, b)     # deterministic, eval mode
 
 
 def test_privileged_actor_noise_and_estimator(probe, tmp_path):
-    bench, d = probe
+    d = probe
     ckpt = _privileged_checkpoint(tmp_path)
-    color, depth, K, cube = bench._start_frame(1000001)
+    color, depth, K, cube = train_localiser.start_frame(1000001)
     obs = Observation(0, color, depth, K, np.zeros(14), cube)
-    exact, noisy, again = (bench.PrivilegedActor(ckpt, noise) for noise in (0.0, 0.02, 0.02))
+    exact, noisy, again = (aloha_policy.PrivilegedActor(ckpt, noise) for noise in (0.0, 0.02, 0.02))
     for actor in (exact, noisy, again):
         assert actor(obs).shape == (8, 14)
     assert np.allclose(exact.state[0].numpy(), privileged_state(cube))
     offset = (noisy.state[0] - exact.state[0]).numpy() * BOX_SCALE                     # metres
     assert 0 < np.abs(offset).max() < 0.2 and torch.equal(noisy.state, again.state)  # the episode's own noise
-    est = bench.PrivilegedActor(ckpt, estimator=str(d / 'out' / 'probe.pt'))
+    est = aloha_policy.PrivilegedActor(ckpt, estimator=str(d / 'out' / 'probe.pt'))
     est(obs)
     assert len(est.errors_m) == 1 and est.errors_m[0] == pytest.approx(
         float(np.linalg.norm(est.state[0].numpy() - privileged_state(cube)) * BOX_SCALE), rel=1e-5)
@@ -113,22 +98,22 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     from string_perception.policy.train_bc import load_policy
     from string_perception.runtime import OnnxModel, prepare_inputs
     from string_perception.runtime.policy_model import PolicyModel
-    bench, d = probe
+    d = probe
     priv = _privileged_checkpoint(tmp_path)
     with pytest.raises(ValueError, match='not a cube_probe checkpoint'):   # a BC checkpoint is no localiser
         load_localiser(priv)
     with pytest.raises(ValueError, match='pool-points false'):          # the pooled point is not published
         export_two_stage(priv, d / 'out' / 'probe.pt', tmp_path / 'refused', log=lambda *_: None)
-    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
-                       '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3', '--pool-points', 'false',
-                       '--out', str(tmp_path / 'emb')]) == 0
+    assert train_localiser.main(['--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                                 '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3',
+                                 '--pool-points', 'false', '--out', str(tmp_path / 'emb')]) == 0
     r = export_two_stage(priv, tmp_path / 'emb' / 'probe.pt', tmp_path / 'onnx', log=lambda *_: None)
     assert r['perception_ok'] and r['policy_parity_max_abs_diff'] < 1e-4
     perception, policy_file = OnnxModel(r['perception_onnx']), PolicyModel(r['policy_onnx'])
     assert perception.metadata.extra['embedding_source'] == 'cube_localiser'
     assert policy_file.metadata.embed_dim == TINY['embed_dim'] and policy_file.metadata.chunk_size == 8
     assert policy_file.metadata.perception_model_sha256 == r['perception_weights_sha256']
-    color, depth, K, _ = bench._start_frame(1000002)
+    color, depth, K, _ = train_localiser.start_frame(1000002)
     inp = prepare_inputs(color, depth, K, TINY['image_size'], resize_mode='crop')   # as the policy data
     emb = perception.run(**inp.feed())['embedding']                                # [1,E]
     qpos = np.linspace(-0.5, 0.5, 14, dtype=np.float32)[None]
@@ -146,7 +131,7 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
     from string_perception.sim.demos.rollout import OnnxActor
     assert policy_file.metadata.embedding_latch == 'episode_start'
     actor = OnnxActor(r['perception_onnx'], r['policy_onnx'])
-    other = bench._start_frame(1000001)
+    other = train_localiser.start_frame(1000001)
     first = actor(Observation(0, color, depth, K, qpos[0], np.zeros(3)))
     later = actor(Observation(10, other[0], other[1], other[2], qpos[0], np.zeros(3)))
     assert np.array_equal(first, later)                              # same qpos, the latched embedding
@@ -155,15 +140,11 @@ def test_two_stage_export_runs_the_localiser_and_the_privileged_head(probe, tmp_
                                                   qpos)[0], atol=1e-6)
 
 
-def _study():
-    return _load_benchmark('aloha_encoding_study', 'aloha_encoding_study.py')
-
-
 def test_encoding_study_probes_each_seed_along_its_run_and_evaluates_every_saved_localiser(probe, tmp_path):
-    """benchmarks/aloha_encoding_study.py run: per probe seed, localisers saved before step 2 and at the end, each
+    """benchmarks.aloha_encoding_study run: per probe seed, localisers saved before step 2 and at the end, each
     exported as the ONNX pair and run closed loop; a second run reuses every result; report tabulates them."""
-    _, d = probe
-    study = _study()
+    d = probe
+    study = aloha_encoding_study
     priv = _privileged_checkpoint(tmp_path)
     out = tmp_path / 'study'
     argv = ['run', '--detector', str(d / 'enc.pt'), '--privileged', priv, '--out', str(out), '--probe-seeds', '0',
@@ -195,7 +176,7 @@ def test_encoding_study_probes_each_seed_along_its_run_and_evaluates_every_saved
 def test_encoding_study_table_means_and_spreads_over_probe_seeds():
     rows = [dict(config='vitd-cayley', detector_seed=1, detector_iou_sym=0.4, probe_seed=s, step=6000,
                  success=k, episodes=50, probe_test_median_cm=1.5) for s, k in ((0, 20), (1, 30))]
-    lines = _study().table_lines(rows)
+    lines = aloha_encoding_study.table_lines(rows)
     assert lines[2] == '| vitd-cayley seed 1 | 40.0 % | 0 | 20/50 | 1.50 |'
     assert lines[-1] == '| vitd-cayley seed 1 | | mean ± sd | **50 %** ± 14 | |'             # sample sd
 
@@ -203,13 +184,12 @@ def test_encoding_study_table_means_and_spreads_over_probe_seeds():
 def test_each_eval_spec_gets_its_own_actor_in_one_process(tmp_path):
     """Several `eval` calls in one process (the encoding study) must not reuse the first call's model: one actor
     per spec, reused across that spec's seeds."""
-    bench = _bench()
     ckpt = _privileged_checkpoint(tmp_path)
     spec = dict(perception=None, policy=None, privileged=ckpt, torch=None, query_every=None, cube_noise_m=0.01,
                 cube_estimator=None)
-    first = bench.actor_for(spec)
-    assert bench.actor_for(dict(spec)) is first
-    other = bench.actor_for(dict(spec, cube_noise_m=0.03))
+    first = aloha_policy.actor_for(spec)
+    assert aloha_policy.actor_for(dict(spec)) is first
+    other = aloha_policy.actor_for(dict(spec, cube_noise_m=0.03))
     assert other is not first and other.cube_noise_m == 0.03
 
 
@@ -217,31 +197,27 @@ def test_encoding_study_summary_pools_detector_and_probe_seeds_at_the_last_step(
     rows = [dict(config='vitd-rope', detector_seed=d, detector_iou_sym=0.4, probe_seed=0, step=st, success=k,
                  episodes=50, probe_test_median_cm=e) for d, st, k, e in
             ((1, 3000, 50, 9.0), (1, 6000, 5, 6.0), (2, 6000, 15, 4.0))]
-    lines = _study().summary_lines(rows)
+    lines = aloha_encoding_study.summary_lines(rows)
     assert lines[0].startswith('| detector config | detectors (seeds) | probes | success at step 6000')
     assert lines[2] == '| vitd-rope | 2 (1, 2) | 2 | **20 %** ± 14 | 10-30 % | 20 % ± 14 | 5.00 |'
     rows.append(dict(rows[-1], probe_seed=1, success=5, probe_test_median_cm=6.0))   # detector 2: 30 and 10 %
-    assert _study().summary_lines(rows)[2] == \
+    assert aloha_encoding_study.summary_lines(rows)[2] == \
         '| vitd-rope | 2 (1, 2) | 3 | **17 %** ± 12 | 10-30 % | 15 % ± 7 | 5.33 |'
-
-
-def _finetune_study():
-    return _load_benchmark('aloha_finetune_study', 'aloha_finetune_study.py')
 
 
 @pytest.fixture(scope='module')
 def deployable_probe(probe, tmp_path_factory):
     """A localiser without the pooled point (the deployable kind) and the start frames it saw, tiny size."""
-    bench, d = probe
+    d = probe
     out = tmp_path_factory.mktemp('deployable')
-    assert bench.main(['probe', '--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
-                       '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3', '--pool-points', 'false',
-                       '--out', str(out)]) == 0
+    assert train_localiser.main(['--encoder-checkpoint', str(d / 'enc.pt'), '--train-seeds', '0:6',
+                                 '--test-seeds', '1000000:1000003', '--sizes', '6', '--steps', '3',
+                                 '--pool-points', 'false', '--out', str(out)]) == 0
     return out / 'probe.pt', out
 
 
 def test_finetune_lr_schedule_warms_up_then_cosine_to_zero():
-    f = _finetune_study().lr_factor
+    f = aloha_finetune_study.lr_factor
     assert [f(s, 10, 4) for s in (0, 1, 3)] == [0.25, 0.5, 1.0]
     assert f(4, 10, 4) == pytest.approx(1.0) and f(7, 10, 4) == pytest.approx(0.5) and f(10, 10, 4) == pytest.approx(0)
 
@@ -251,7 +227,7 @@ def test_finetune_arms_see_the_same_embedding_and_differ_only_in_the_encoder(dep
     the fine-tuned arm's encoder pass give the same embedding); with a rate, only the fine-tuned arm's encoder
     moves, and the frozen arm's non-head weights stay bit-identical."""
     from string_perception.policy.localiser import load_localiser
-    study = _finetune_study()
+    study = aloha_finetune_study
     localiser, d = deployable_probe
     frames = study.start_frames(d / 'frames.npz', '0:6', '1000000:1000003', TINY['image_size'], 1)
     assert frames['image'].shape == (9, *TINY['image_size'], 3) and int(frames['n_train']) == 6
@@ -279,7 +255,7 @@ def test_finetune_study_exports_and_evaluates_each_arm_and_says_which_encoder_tr
     whether the encoder was trained) and run closed loop; a second run reuses everything; report tabulates."""
     from string_perception.runtime import OnnxModel
     from string_perception.runtime.policy_model import PolicyModel
-    study = _finetune_study()
+    study = aloha_finetune_study
     localiser, d = deployable_probe
     out = tmp_path / 'ft'
     argv = ['run', '--localiser', str(localiser), '--privileged', _privileged_checkpoint(tmp_path), '--frames',
@@ -311,5 +287,5 @@ def test_finetune_summary_pools_localisers_at_each_arms_last_step():
                 (('frozen', 500, 49, 9.0), ('frozen', 1000, *frozen), ('finetuned', 1000, *finetuned))]
         return dict(localiser='p.pt', localiser_row=dict(probe_seed=probe_seed), rows=rows,
                     detector=dict(config='vitd-cayley', seed=1))
-    lines = _finetune_study().summary_lines([study(0, (20, 1.5), (24, 1.0)), study(1, (10, 2.5), (30, 2.0))])
+    lines = aloha_finetune_study.summary_lines([study(0, (20, 1.5), (24, 1.0)), study(1, (10, 2.5), (30, 2.0))])
     assert lines[2] == '| vitd-cayley | 2 | **30 %** ± 14 | **54 %** ± 8 | 2.00 | 1.50 |'   # sample sd

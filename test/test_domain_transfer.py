@@ -1,17 +1,8 @@
 """benchmarks/domain_transfer.py: the training command of a source and the page rendered from saved results."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest  # noqa: E402
 pytest.importorskip('torch')  # optional: requirements/train.txt
+from benchmarks import domain_transfer as dt  # noqa: E402
 from string_perception.training.train import build_parser, config_from_args  # noqa: E402
-
-_PATH = Path(__file__).resolve().parent.parent / 'benchmarks' / 'domain_transfer.py'
-_spec = importlib.util.spec_from_file_location('domain_transfer', _PATH)
-dt = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault('domain_transfer', dt)      # dataclasses look their module up there
-_spec.loader.exec_module(dt)
 
 
 def test_every_source_trains_with_the_shipped_recipe_and_primitive_only_frames(tmp_path):
@@ -29,7 +20,7 @@ def test_page_puts_training_sources_in_rows_and_test_sources_in_columns():
                 'eval_seconds': 30.0, 'frames_seconds': 30.0}
     results = {'budget': vars(dt.Budget()), 'train_sources': ['procedural', 'aloha'],
                'test_sources': ['procedural', 'aloha'], 'date': 'd', 'machine': 'm', 'load_average': 1.0,
-               'command': 'python benchmarks/domain_transfer.py run', 'wall_seconds': 60.0,
+               'command': 'python -m benchmarks.domain_transfer run', 'wall_seconds': 60.0,
                'training': {'procedural': {'seconds': 60.0}, 'aloha': {'seconds': 120.0}},
                'cells': [cell('procedural', 'procedural', 0.5, 0.7), cell('procedural', 'aloha', 0.1, 0.2),
                          cell('aloha', 'aloha', 0.4, 0.6)]}

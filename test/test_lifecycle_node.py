@@ -133,3 +133,18 @@ def test_run_lifecycle_node_exit_statuses(dds_env, capsys):
     with pytest.raises(RuntimeError, match='a real bug'):
         run_lifecycle_node(_node_class(True), 'demo', ['x'], lambda n: (ex, ex.spin), lambda n: 'ready')
     assert ex.shut and not rclpy.ok()                       # stopped and shut down all the same
+
+
+def test_make_executor_gives_each_kind_its_executor(dds_env):
+    import rclpy
+    from string_perception.ros.lifecycle_node import make_executor
+    rclpy.init(args=['x'])
+    try:
+        for kind, name in (('single_threaded', 'SingleThreadedExecutor'), ('multi_threaded', 'MultiThreadedExecutor'),
+                           ('events', 'EventsExecutor')):     # rclpy.experimental.EventsExecutor is a factory
+            executor, spin = make_executor(kind)
+            assert type(executor).__name__ == name, kind
+            assert (spin == executor.spin) == (kind != 'events'), kind     # events: spun in 0.1 s slices
+            executor.shutdown()
+    finally:
+        rclpy.try_shutdown()

@@ -1,27 +1,24 @@
 """runtime/nms.py and iou3d_bounds.py (issue 37): the bounds bracket the exact IoU, the edge formula equals it, and
-the NMS keeps exactly the boxes the former decoder kept (test/postprocess_reference.py), on synthetic clusters and
-on 1,000 frames of the shipped model."""
+the NMS keeps exactly the boxes the former decoder kept (benchmarks/common/postprocess_reference.py), on synthetic
+clusters and on 1,000 frames of the shipped model."""
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from postprocess_reference import decode_detections_reference, greedy_nms_reference, same_detections
 from scipy.spatial.transform import Rotation
 
+from benchmarks import postprocess_latency as bench
+from benchmarks.common import postprocess_reference as ref
+from benchmarks.common.postprocess_reference import decode_detections_reference, greedy_nms_reference, same_detections
 from string_perception.box_ops import Box3D, box_symmetries, cross3, rotation_from_6d
 from string_perception.iou3d import paired_box3d_iou
 from string_perception.iou3d_bounds import edge_intersection_volume, edge_iou, iou_bounds, relative_pose
 from string_perception.runtime import nms
 from string_perception.runtime.postprocess import decode_detections
 
-_spec = importlib.util.spec_from_file_location(
-    'bench_postprocess', Path(__file__).parent.parent / 'benchmarks' / 'postprocess_latency.py')
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
 
 
 def _pairs(seed, n, spread=0.3, near_aligned=0.0, angle=0.1):
@@ -55,7 +52,6 @@ def test_cross3_is_np_cross_bit_for_bit():
 
 def test_rotation_functions_are_bit_identical_to_the_former_ones():
     """box_ops.rotation_from_6d / rotation_to_quaternion were made faster for issue 37 with the same float ops."""
-    import postprocess_reference as ref
     from string_perception.box_ops import rotation_to_quaternion
     rng = np.random.default_rng(0)
     x6 = np.concatenate([rng.normal(size=(500, 6)), np.zeros((2, 6)), np.tile([1.0, 0, 0, 2, 0, 0], (2, 1)),

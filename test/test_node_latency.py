@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks import node_latency
 from string_perception.ros.latency import (OUTPUTS, STAGES, TOTALS, ArrivalBook, FrameTiming, LatencyBudget,
                                            StageLog, pipeline_stages)
 
@@ -177,16 +178,10 @@ def test_node_measures_and_reports_every_stage(tmp_path, tokens_model, mode):
 @pytest.mark.ros
 @pytest.mark.slow
 def test_benchmark_reports_every_stage_and_skips_unsubscribed_outputs(tmp_path, capsys):
-    import importlib.util
-    from pathlib import Path
     from string_perception.runtime.testing import save_tiny_model
     model = save_tiny_model(tmp_path / 'tiny.onnx')
-    path = Path(__file__).resolve().parent.parent / 'benchmarks' / 'node_latency.py'
-    spec = importlib.util.spec_from_file_location('node_latency', path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     out = tmp_path / 'res.json'
-    rc = bench.main(['--variants', 'new', 'old', '--duration', '3', '--rate', '10', '--bare-seconds', '1',
+    rc = node_latency.main(['--variants', 'new', 'old', '--duration', '3', '--rate', '10', '--bare-seconds', '1',
                      '--warmup', '0', '--model', str(model), '--json', str(out)])
     text = capsys.readouterr().out
     assert rc == 0, text

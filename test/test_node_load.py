@@ -1,6 +1,6 @@
 """Load on the running node over loopback DDS (issue 7), through benchmarks/soak.py: a 200 Hz burst, a publisher
 restart (with the node's socket footprint under load) and a 60 s soak at 30 Hz. The documented long runs are
-``python benchmarks/soak.py --rate 200 --duration 10`` and ``--rate 30 --duration 600``."""
+``python -m benchmarks.soak --rate 200 --duration 10`` and ``--rate 30 --duration 600``."""
 import json
 import subprocess
 import sys
@@ -13,16 +13,15 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow,
               pytest.mark.skipif(ros_skip_reason('vision_msgs') is not None,
                                  reason=str(ros_skip_reason('vision_msgs')))]
 
-SOAK = REPO / 'benchmarks' / 'soak.py'
 RTPS_BASE, RTPS_DOMAIN_GAIN = 7400, 250
 
 
 def _soak(tmp_path, model_path, *args, timeout=240):
     out = tmp_path / 'figures.json'
     with reserved_domain_id() as domain:
-        p = subprocess.run([sys.executable, str(SOAK), '--model', model_path, '--domain', str(domain), '--json',
-                            str(out), '--workdir', str(tmp_path / 'work'), *args], capture_output=True, text=True,
-                           timeout=timeout)
+        p = subprocess.run([sys.executable, '-m', 'benchmarks.soak', '--model', model_path, '--domain', str(domain),
+                            '--json', str(out), '--workdir', str(tmp_path / 'work'), *args], cwd=REPO,
+                           capture_output=True, text=True, timeout=timeout)
     logs = p.stdout[-3000:] + p.stderr[-3000:]
     assert p.returncode == 0, logs
     print('\n' + p.stdout.strip().splitlines()[-1])

@@ -286,10 +286,10 @@ node = StringPerceptionNode()
 out = {'configure': node.trigger_configure() == SUCCESS, 'activate': node.trigger_activate() == SUCCESS}
 peer = rclpy.create_node('tf_peer')
 dets, markers = [], []
-peer.create_subscription(Detection3DArray, node._pubs['detections'].topic_name, dets.append, 10)
-peer.create_subscription(MarkerArray, node._pubs['markers'].topic_name, markers.append, 10)
+peer.create_subscription(Detection3DArray, node.outputs.publishers['detections'].topic_name, dets.append, 10)
+peer.create_subscription(MarkerArray, node.outputs.publishers['markers'].topic_name, markers.append, 10)
 deadline = time.monotonic() + 60
-while node._pubs['markers'].get_subscription_count() < 1 and time.monotonic() < deadline:
+while node.outputs.publishers['markers'].get_subscription_count() < 1 and time.monotonic() < deadline:
     rclpy.spin_once(peer, timeout_sec=0.05)
 rgb, depth = np.full((48, 64, 3), 90, np.uint8), np.full((48, 64), 800, np.uint16)
 info = CameraInfo(height=48, width=64, k=[60.0, 0.0, 32.0, 0.0, 60.0, 24.0, 0.0, 0.0, 1.0])
@@ -310,7 +310,7 @@ t = TransformStamped()
 t.header.frame_id, t.child_frame_id, t.header.stamp.sec = 'base_link', 'cam_optical', 5
 t.transform.translation.z = 1.0
 t.transform.rotation.w = 1.0
-while node._tf.lookup('base_link', 'cam_optical', t.header.stamp) is None and time.monotonic() < deadline:
+while node.target.tf.lookup('base_link', 'cam_optical', t.header.stamp) is None and time.monotonic() < deadline:
     tf.sendTransform(t)                # nobody spins the node: the listener's own thread takes it
     time.sleep(0.05)
 node._process(frame(5))
@@ -322,9 +322,9 @@ out['hit'] = {'published': node.stats.snapshot()['published'], 'frames': [d.head
               'labels': [[m.pose.position.x, m.pose.position.y, m.pose.position.z] for m in markers[0].markers
                          if m.ns == 'labels'] if markers else [],
               'label_frames': sorted({m.header.frame_id for m in markers[0].markers}) if markers else []}
-thread = node._tf._thread
+thread = node.target.tf._thread
 out['cleanup'] = node.trigger_deactivate() == SUCCESS and node.trigger_cleanup() == SUCCESS
-out['closed'] = node._tf is None and not thread.is_alive()
+out['closed'] = node.target.tf is None and not thread.is_alive()
 print('RESULT ' + json.dumps(out), flush=True)
 peer.destroy_node(); node.destroy_node(); rclpy.try_shutdown()
 '''

@@ -354,11 +354,11 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
         decode_compressed_image(bomb)
         raise AssertionError('the PNG bomb was decoded')
     except ValueError as e:
-        node._on_bad_compressed(e)
+        node.inputs.bad_compressed(e)
     node.cfg['image_transport'] = 'raw'
     gid = {'data': bytes(range(24))}       # colour frames 6..8 of this publisher never arrived: counted and said
     for seq in (5, 9):
-        node._on_image_info({'publication_sequence_number': seq, 'publisher_gid': gid})
+        node.inputs.missed({'publication_sequence_number': seq, 'publisher_gid': gid})
     snap = node.stats.snapshot()
     out['bad_inputs'], out['processed'] = snap['bad_inputs'], snap['processed']
     out['not_received'] = snap['drops']['not_received']
@@ -372,15 +372,16 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     from sensor_msgs.msg import Image
     from string_perception.ros.messages import image_to_tensor
     got, listener = [], rclpy.create_node('tokens_listener')
-    listener.create_subscription(Image, node._pubs['tokens'].topic_name, got.append, 10)
+    listener.create_subscription(Image, node.outputs.publishers['tokens'].topic_name, got.append, 10)
     deadline = time.monotonic() + 10
-    while node._pubs['tokens'].get_subscription_count() < 1 and time.monotonic() < deadline:
+    while node.outputs.publishers['tokens'].get_subscription_count() < 1 and time.monotonic() < deadline:
         rclpy.spin_once(listener, timeout_sec=0.05)
     node._process((array_to_imgmsg(rgb, 'rgb8'), array_to_imgmsg(depth, '16UC1'), info))
     while not got and time.monotonic() < deadline:
         rclpy.spin_once(listener, timeout_sec=0.05)
     ref = node.pipeline(rgb, depth, np.array(info.k).reshape(3, 3), depth_encoding='16UC1', intrinsics_hw=(48, 64))
-    out['tokens'] = [{'topic': node._pubs['tokens'].topic_name, 'encoding': m.encoding, 'hw': [m.height, m.width],
+    out['tokens'] = [{'topic': node.outputs.publishers['tokens'].topic_name, 'encoding': m.encoding,
+                      'hw': [m.height, m.width],
                       'max_diff': float(np.abs(image_to_tensor(m) - ref.tokens).max())} for m in got]
     listener.destroy_node()
     out['shutdown'] = node.trigger_shutdown() == SUCCESS

@@ -37,7 +37,7 @@ SCRIPT = textwrap.dedent('''
     peer = rclpy.create_node('label_info_listener')
     infos, diags = [], []
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    peer.create_subscription(LabelInfo, node._pubs['label_info'].topic_name, infos.append, latched)
+    peer.create_subscription(LabelInfo, node.outputs.publishers['label_info'].topic_name, infos.append, latched)
     peer.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 10)
 
     def spin_until(cond, seconds=60):          # discovery on a loaded 2-core machine can take a while
@@ -54,8 +54,9 @@ SCRIPT = textwrap.dedent('''
         pp = node.pipeline.params
         return {'pipeline': {k: pp[k] for k in ('score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k',
                                                 'max_depth_m', 'nms_class_agnostic', 'multi_label')},
-                'marker_alpha': node.markers.alpha, 'marker_lifetime': node.markers.lifetime_s,
-                'gate': [node._gate.max_future_s, node._gate.reset_jump_s], 'watch': node._watch.timeout_s,
+                'marker_alpha': node.outputs.markers.alpha, 'marker_lifetime': node.outputs.markers.lifetime_s,
+                'gate': [node.inputs.gate.max_future_s, node.inputs.gate.reset_jump_s],
+                'watch': node.inputs.watch.timeout_s,
                 'cfg': {k: node.cfg[k] for k in list(live) + list(not_live)},
                 'sync_slop': node._sync.slop.nanoseconds / 1e9}     # a Duration in message_filters and ours
 
@@ -73,9 +74,9 @@ SCRIPT = textwrap.dedent('''
     # deactivate: one DELETEALL on ~/markers (publish_markers back on, as RViz would show boxes)
     node.set_parameters([Parameter('publish_markers', value=True)])
     got, listener = [], rclpy.create_node('markers_listener')
-    listener.create_subscription(MarkerArray, node._pubs['markers'].topic_name, got.append, 10)
+    listener.create_subscription(MarkerArray, node.outputs.publishers['markers'].topic_name, got.append, 10)
     deadline = time.monotonic() + 60          # discovery on a loaded 2-core machine can take a while
-    while node._pubs['markers'].get_subscription_count() < 1 and time.monotonic() < deadline:
+    while node.outputs.publishers['markers'].get_subscription_count() < 1 and time.monotonic() < deadline:
         rclpy.spin_once(listener, timeout_sec=0.05)
     out['deactivate'] = node.trigger_deactivate() == SUCCESS
     while not got and time.monotonic() < deadline:

@@ -117,7 +117,7 @@ NODE_SCRIPT = textwrap.dedent('''
                      '-p', 'publish_tf:=true', '-p', 'tf_prefix:=obj_', '-p', 'skip_unsubscribed_outputs:=false'])
     node = StringPerceptionNode()
     assert node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
-    out = {'tf_impl': type(node._tf_broadcaster).__name__}
+    out = {'tf_impl': type(node.outputs.tf_broadcaster).__name__}
     got = {'detections': [], 'tracks': [], 'velocities': [], 'tf': []}
     lis = rclpy.create_node('tracking_listener')
     ns = node.get_fully_qualified_name()
@@ -139,7 +139,7 @@ NODE_SCRIPT = textwrap.dedent('''
             m.header.stamp.sec, m.header.stamp.nanosec = 100, k * 100_000_000
         s = stamp_to_ns(img.header.stamp)
         stamps.append(s)
-        node._process((img, dep, info, FrameTiming(s, None, s, node._now_ns)))
+        node._process((img, dep, info, FrameTiming(s, None, s, node.inputs.now_ns)))
     while len(got['detections']) < 4 and time.monotonic() < deadline:
         rclpy.spin_once(lis, timeout_sec=0.05)
     end = time.monotonic() + 1.0

@@ -1,35 +1,25 @@
 """Paper Table 4 benchmark (issue 8): the paper's numbers, claims computed from the numbers, and the pipeline end to
 end on a micro budget (subprocess jobs, resume, budget mismatch). Model quality is not asserted."""
-import importlib.util
 import json
 import re
-import sys
-from pathlib import Path
 
 import pytest
 pytest.importorskip('torch')  # optional: requirements/train.txt
 import torch  # noqa: E402
 
+from benchmarks import paper_table4  # noqa: E402
+from benchmarks.common import table4  # noqa: E402
 from string_perception.evaluation.paper_table import (CLAIMS, ENCODINGS, PAPER_TABLE6, check_claims,  # noqa: E402
                                                       default_model_decision, paper_cells, render_decision,
                                                       render_markdown, summarise)
 from string_perception.training.train import load_training_checkpoint  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 ISSUE_TABLE4 = {'vit': (49.77, 58.09, 57.17, 58.95, 58.85), 'vitd': (67.60, 71.21, 70.90, 72.36, 72.67)}
 # 64x64 input, 8x8 patches, width 32, one layer: a run takes seconds on one CPU thread
 MICRO_MODEL = ['--model', 'image_size=[64,64]', '--model', 'width=32', '--model', 'depth=1', '--model',
                'num_heads=2', '--model', 'class_embed_dim=16', '--model', 'embed_dim=16']
 MICRO_BUDGET = ['--seeds', '1', '--steps', '2', '--batch-size', '2', '--train-frames', '4', '--val-points', '2',
                 '--val-frames', '2', '--test-frames', '3', '--threads', '1', '--train', 'log_every=1']
-
-
-def _load_benchmark():
-    spec = importlib.util.spec_from_file_location('paper_table4', REPO / 'benchmarks' / 'paper_table4.py')
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up while the file executes
-    spec.loader.exec_module(module)
-    return module
 
 
 def _runs(table: dict) -> list[dict]:
@@ -137,29 +127,27 @@ def test_missing_cells_leave_claims_untested_and_the_table_renders():
 
 
 def test_config_names_and_budget_scaling():
-    bench = _load_benchmark()
-    assert bench.parse_config('vitd_xyz-auto') == ('vitd_xyz', 'auto')
+    assert table4.parse_config('vitd_xyz-auto') == ('vitd_xyz', 'auto')
     for bad in ('vitd', 'vit-dense', 'rgb-none'):
         with pytest.raises(ValueError):
-            bench.parse_config(bad)
-    assert len(bench.DEFAULT_CONFIGS) == 11
-    b = bench.Budget().scaled(0.5)
-    assert b.steps == round(bench.Budget().steps / 2) and b.num_train_frames == round(bench.Budget().num_train_frames
+            table4.parse_config(bad)
+    assert len(table4.DEFAULT_CONFIGS) == 11
+    b = table4.Budget().scaled(0.5)
+    assert b.steps == round(table4.Budget().steps / 2) and b.num_train_frames == round(table4.Budget().num_train_frames
                                                                                     / 2)
     assert b.val_every * b.val_points >= b.steps > (b.val_every - 1) * b.val_points
     recs = [{'encoder': 'vitd', 'encoding': e, 'test': {'avg_best_iou': v}} for e, v in
             (('rope', 0.3), ('rope', 0.5), ('cayley', 0.39), ('none', 0.1))]
-    assert bench.resolve_auto(['vit-none', 'vitd_xyz-auto'], recs) == ['vit-none', 'vitd_xyz-rope']  # mean 0.4
-    assert bench.resolve_auto(['vitd_xyz-auto'], []) == []
+    assert table4.resolve_auto(['vit-none', 'vitd_xyz-auto'], recs) == ['vit-none', 'vitd_xyz-rope']  # mean 0.4
+    assert table4.resolve_auto(['vitd_xyz-auto'], []) == []
 
 
 @pytest.mark.slow
 def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path):
-    bench = _load_benchmark()
     out = tmp_path / 't4'
     args = ['--out', str(out), *MICRO_MODEL, *MICRO_BUDGET]
     # two configurations side by side in subprocess jobs, then ViTD camera_xyz with the best ViTD encoding
-    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', 'vitd_xyz-auto', '--jobs', '2']) == 0
+    assert paper_table4.main(args + ['--configs', 'vit-none', 'vitd-rope', 'vitd_xyz-auto', '--jobs', '2']) == 0
     results = json.loads((out / 'results.json').read_text())
     assert [(r['config'], r['seed']) for r in results['runs']] == [('vit-none', 0), ('vitd-rope', 0),
                                                                    ('vitd_xyz-rope', 0)]
@@ -196,16 +184,16 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
     # reference is scored on the very frames, with the very decoding, of that run: the same number, so no ship
     stamp = {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')}
     own = out / 'runs' / 'vitd-rope' / 'seed0' / 'best.pt'
-    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', '--jobs', '1', '--reference', str(own)]) == 0
+    assert paper_table4.main(args + ['--configs', 'vit-none', 'vitd-rope', '--jobs', '1', '--reference', str(own)]) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')} == stamp
     resumed = json.loads((out / 'results.json').read_text())
     assert len(resumed['runs']) == 2 and resumed['reference']['same_scenes']
     assert resumed['reference']['test'] == resumed['runs'][1]['test']
     assert resumed['default_model']['margin'] == 0.0 and not resumed['default_model']['ship']
-    assert bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--reference', 'none']) == 0
+    assert paper_table4.main(args + ['--configs', 'vit-none', '--jobs', '1', '--reference', 'none']) == 0
     assert '## Default model' not in (out / 'table.md').read_text()
     # report only, two seeds asked for: nothing trains, the finished seed is tabled, seed 1 is named as pending
-    assert bench.main(args + ['--configs', 'vit-none', 'vitd-rope', '--seeds', '2', '--report-only',
+    assert paper_table4.main(args + ['--configs', 'vit-none', 'vitd-rope', '--seeds', '2', '--report-only',
                               '--reference', 'none']) == 0
     assert {p: p.stat().st_mtime_ns for p in out.glob('runs/*/seed0/last.pt')} == stamp
     assert not list(out.glob('runs/*/seed1'))
@@ -215,14 +203,14 @@ def test_micro_benchmark_end_to_end_resumes_and_refuses_another_budget(tmp_path)
     assert '**Partial table**: 2 runs finished, 2 still to run' in (out / 'table.md').read_text()
     # the same directory with another budget is refused rather than mixed
     with pytest.raises(RuntimeError, match='another budget'):
-        bench.main(args + ['--configs', 'vit-none', '--jobs', '1', '--steps', '3'])
+        paper_table4.main(args + ['--configs', 'vit-none', '--jobs', '1', '--steps', '3'])
 
 
 def test_estimate_projects_the_wall_time_from_measured_steps(tmp_path):
-    bench = _load_benchmark()
-    args = bench.build_parser().parse_args(['--out', str(tmp_path), *MICRO_MODEL, *MICRO_BUDGET, '--jobs', '2'])
-    budget, settings = bench.budget_from_args(args), bench.settings_from_args(args)
-    est = bench.estimate(['vit-none', 'vitd_xyz-auto'], budget, settings, steps=1, target_hours=1.0)
+    args = table4.build_parser('the table').parse_args(['--out', str(tmp_path), *MICRO_MODEL, *MICRO_BUDGET,
+                                                        '--jobs', '2'])
+    budget, settings = table4.budget_from_args(args), table4.settings_from_args(args)
+    est = table4.estimate(['vit-none', 'vitd_xyz-auto'], budget, settings, steps=1, target_hours=1.0)
     rows = est['configs']
     assert set(rows) == {'vit-none', 'vitd_xyz-auto'} and all(m['step_s'] > 0 for m in rows.values())
     runs = sum(budget.steps * m['step_s'] + m['fixed_s'] for m in rows.values()) * settings.seeds
@@ -237,13 +225,12 @@ def test_estimate_projects_the_wall_time_from_measured_steps(tmp_path):
 def test_family_rows_are_valid_models_and_render_without_changing_the_claims(tmp_path):
     from string_perception.model import ViTDConfig
     from string_perception.training.train import build_model_config
-    bench = _load_benchmark()
-    settings = bench.Settings(out=tmp_path)
-    for name in bench.FAMILY_CONFIGS:                  # every family row is a valid, distinct model config
-        encoder, encoding = bench.parse_config(name)
-        cfg = build_model_config(bench.train_config(encoder, encoding, 0, bench.Budget(), settings))
+    settings = table4.Settings(out=tmp_path)
+    for name in table4.FAMILY_CONFIGS:                  # every family row is a valid, distinct model config
+        encoder, encoding = table4.parse_config(name)
+        cfg = build_model_config(table4.train_config(encoder, encoding, 0, table4.Budget(), settings))
         assert isinstance(cfg, ViTDConfig) and cfg.encoding == encoding
-        for k, v in bench.ENCODERS[encoder].items():
+        for k, v in table4.ENCODERS[encoder].items():
             assert getattr(cfg, k) == v, (name, k)
     table = {'vit': {'none': [30.0]}, 'vitd': {'none': [40.0], 'tensor_product': [45.0]},
              'vitd_lie': {'cayley': [44.0]}, 'vit_nmap': {'none': [33.0]}}
@@ -258,30 +245,28 @@ def test_family_rows_are_valid_models_and_render_without_changing_the_claims(tmp
 
 
 def test_depth_only_overrides_seed_major_order_and_second_metric_table(tmp_path):
-    bench = _load_benchmark()
-    settings = bench.Settings(out=tmp_path, seeds=2, depth_model={'patch_geometry': True},
+    settings = table4.Settings(out=tmp_path, seeds=2, depth_model={'patch_geometry': True},
                               metric='avg_best_iou_sym')
-    budget = bench.Budget(steps=4)
-    vit = bench.train_config('vit', 'none', 0, budget, settings).model_overrides
-    vitd = bench.train_config('vitd', 'cayley', 0, budget, settings).model_overrides
+    budget = table4.Budget(steps=4)
+    vit = table4.train_config('vit', 'none', 0, budget, settings).model_overrides
+    vitd = table4.train_config('vitd', 'cayley', 0, budget, settings).model_overrides
     assert 'patch_geometry' not in vit and vitd['patch_geometry'] is True   # an RGB ViT has no depth for it
     # records of two configs x two seeds: the symmetry-aware headline, the strict numbers as a second table
     # cayley is ahead on the symmetry-aware metric and behind on the strict one
     recs = [{'config': f'vitd-{e}', 'encoder': 'vitd', 'encoding': e, 'seed': s,
              'test': {'avg_best_iou': 0.1 + s / 100 - d, 'avg_best_iou_sym': 0.4 + s / 100 + d}}
             for e, d in (('none', 0.0), ('cayley', 0.05)) for s in (0, 1)]
-    res = bench.write_outputs(recs, budget, settings, 1.0, [])
+    res = table4.write_outputs(recs, budget, settings, 1.0, [])
     assert res['summary']['metric'] == 'avg_best_iou_sym'
     assert res['summary']['cells']['vitd']['cayley']['best'] == pytest.approx(46.0)
     md = (tmp_path / 'table.md').read_text()
     strict = md.split('## Strict average 3D IoU (%), same runs (avg_best_iou)')[1]
     assert '| ViTD (ours) | best | **11.00** | – | – | – | 6.00 | – |' in strict      # none, cayley columns
-    assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou_sym') == ['vitd_xyz-cayley']
-    assert bench.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou') == ['vitd_xyz-none']
+    assert table4.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou_sym') == ['vitd_xyz-cayley']
+    assert table4.resolve_auto(['vitd_xyz-auto'], recs, 'avg_best_iou') == ['vitd_xyz-none']
 
 
 def test_breakdown_table_averages_seeds_and_skips_runs_without_one():
-    bench = _load_benchmark()
 
     def rec(config, seed, centre, cls, prec, recall):
         overall = {'centre_3d_m': {'mean': 0.0, 'median': centre}, 'centre_xy_m': {'mean': 0.0, 'median': 0.01},
@@ -290,7 +275,7 @@ def test_breakdown_table_averages_seeds_and_skips_runs_without_one():
                    'class_accuracy': cls, 'duplicates_per_object': 0.1, 'precision': prec, 'recall': recall}
         return {'config': config, 'seed': seed, 'breakdown': {'overall': overall, 'per_class': {}}}
 
-    lines = bench.breakdown_lines([rec('vit-none', 0, 0.02, 0.5, 0.8, 0.6), rec('vitd-rope', 0, 0.03, 0.6, 0.9, 0.7),
+    lines = table4.breakdown_lines([rec('vit-none', 0, 0.02, 0.5, 0.8, 0.6), rec('vitd-rope', 0, 0.03, 0.6, 0.9, 0.7),
                                    rec('vitd-rope', 1, 0.05, 0.8, 0.7, 0.5),
                                    {'config': 'vitd-cayley', 'seed': 0}])           # recorded before: left out
     rows = [line for line in lines if line.startswith('| vit')]

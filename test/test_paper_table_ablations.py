@@ -1,34 +1,22 @@
 """Table 4 ablations (issue 8: "where a claim fails, say what you tried"): the claims are re-checked with an
 ablation's cells in place of the default ones, the Cayley drift measure is exact on known rotations, and the script
 runs end to end on a micro budget. Model quality is not asserted."""
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 pytest.importorskip('torch')  # optional: requirements/train.txt
 import torch  # noqa: E402
 
+from benchmarks import paper_table4_ablations as ab  # noqa: E402
+from benchmarks.common import table4  # noqa: E402
 from string_perception.model import ViTDConfig, build_model  # noqa: E402
 from string_perception.model.vitd import save_checkpoint  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
 MICRO = ['--model', 'image_size=[64,64]', '--model', 'width=32', '--model', 'depth=1', '--model', 'num_heads=2',
          '--model', 'class_embed_dim=16', '--model', 'embed_dim=16', '--steps', '2', '--batch-size', '2',
          '--train-frames', '4', '--val-points', '2', '--val-frames', '2', '--test-frames', '3', '--threads', '1']
-
-
-def _load():
-    """The ablation script as a module (it loads ``paper_table4`` itself, as ``T4``)."""
-    if 'paper_table4_ablations' not in sys.modules:
-        spec = importlib.util.spec_from_file_location('paper_table4_ablations',
-                                                      REPO / 'benchmarks' / 'paper_table4_ablations.py')
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules['paper_table4_ablations']
 
 
 def _run(ablation: str, config: str, seed: int, iou: float) -> dict:
@@ -38,17 +26,16 @@ def _run(ablation: str, config: str, seed: int, iou: float) -> dict:
 
 
 def test_every_ablation_is_a_valid_change_of_contested_cells():
-    ab = _load()
     assert ab.ABLATIONS[0].name == 'default' and set(ab.ABLATIONS[0].configs) == set(ab.CONTESTED)
     assert len(ab.BY_NAME) == len(ab.ABLATIONS)
     for a in ab.ABLATIONS:
         assert set(a.configs) <= set(ab.CONTESTED), a.name
         assert a.name == 'default' or a.model or a.train or a.steps_scale != 1, f'{a.name} changes nothing'
         for config in a.configs:    # the tiny preset (head dim 32) builds with the ablation's overrides
-            encoder, encoding = ab.T4.parse_config(config)
-            cfg = ViTDConfig.preset('tiny', **{**a.model, **ab.T4.ENCODERS[encoder], 'encoding': encoding})
+            encoder, encoding = table4.parse_config(config)
+            cfg = ViTDConfig.preset('tiny', **{**a.model, **table4.ENCODERS[encoder], 'encoding': encoding})
             build_model(cfg)
-    budget, settings = ab.T4.Budget(), ab.T4.Settings(out=Path('/nonexistent/abl'))
+    budget, settings = table4.Budget(), table4.Settings(out=Path('/nonexistent/abl'))
     specs = ab.specs_for([ab.BY_NAME['steps_2x'], ab.BY_NAME['lr_2e-3']], budget, settings)
     by = {(s['ablation'], s['config'], s['seed']): s['train_config'] for s in specs}
     assert len(specs) == 3 * (2 + len(ab.CONTESTED))
@@ -60,7 +47,6 @@ def test_every_ablation_is_a_valid_change_of_contested_cells():
 
 
 def test_claims_use_the_ablation_cells_in_place_of_the_default_ones():
-    ab = _load()
     runs = []
     for seed, jitter in enumerate((0.0, 0.002, -0.002)):
         runs += [_run('default', 'vit-rope_mixed', seed, 0.030 + jitter), _run('default', 'vit-circulant', seed, 0.024),
@@ -89,7 +75,6 @@ def test_claims_use_the_ablation_cells_in_place_of_the_default_ones():
 
 
 def test_cayley_drift_is_zero_at_init_and_exact_for_one_plane(tmp_path):
-    ab = _load()
     cfg = ViTDConfig.preset('tiny', image_size=(64, 64), width=32, depth=2, num_heads=2, encoding='cayley',
                             class_embed_dim=16, embed_dim=16)
     model = build_model(cfg)
@@ -120,7 +105,6 @@ def _rope_checkpoint(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 def test_micro_ablations_end_to_end(tmp_path):
-    ab = _load()
     out = tmp_path / 'abl'
     args = ['--out', str(out), *MICRO, '--seeds', '1', '--jobs', '2', '--only', 'default', 'circulant_block8']
     assert ab.main(args) == 0

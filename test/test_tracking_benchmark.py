@@ -1,18 +1,14 @@
 """benchmarks/tracking.py's scoring adapter: CLEAR MOT figures with known answers on tiny sequences."""
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from benchmarks import tracking as bench
 from string_perception.runtime.postprocess import Detections
 from string_perception.runtime.tracking import TrackerConfig
 
 mm = pytest.importorskip('motmetrics')
-_spec = importlib.util.spec_from_file_location('bench_tracking', Path(__file__).parent.parent / 'benchmarks' / 'tracking.py')
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
 
 
 def _sequence(frames=10):

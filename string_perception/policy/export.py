@@ -168,7 +168,7 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('checkpoint', help='a BC checkpoint; with --localiser, the privileged one')
-    ap.add_argument('--localiser', help='a localiser (benchmarks/aloha_policy.py probe): export the two-stage policy')
+    ap.add_argument('--localiser', help='a localiser (string-perception-train-localiser): export the two-stage policy')
     ap.add_argument('--out', required=True)
     args = ap.parse_args(argv)
     r = (export_two_stage(args.checkpoint, args.localiser, args.out) if args.localiser

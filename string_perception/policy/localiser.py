@@ -5,7 +5,7 @@ first frames of a demonstration need the image, and 45 demonstrations are 45 cub
 own, cheap supervision: the cube's position at the start of an episode, on as many reset frames as wanted (one
 render each, no demonstration). A *localiser* is the ViTD (frozen encoder) whose PolicyHead was trained, with a
 linear map ``aux`` from the embedding to the cube's scaled position (data.privileged_state), on such frames
-(``benchmarks/aloha_policy.py probe``). :class:`EstimatedStateHead` composes ``aux`` with the privileged chunk head
+(``string-perception-train-localiser``). :class:`EstimatedStateHead` composes ``aux`` with the privileged chunk head
 (trained on the true position, train_bc ``--observation privileged``), so the deployed pair keeps the runtime
 contract: the perception ONNX publishes the embedding, the policy ONNX maps embedding [B,E] + qpos [B,J] to
 actions [B,K,J] (export.export_two_stage).
@@ -44,7 +44,7 @@ def load_localiser(path) -> tuple[BCPolicy, nn.Linear, dict[str, Any]]:
     """-> (BCPolicy with the trained PolicyHead; its chunk head is a placeholder), the linear map, the raw dict."""
     ck = torch.load(path, map_location='cpu', weights_only=True)
     if not isinstance(ck, dict) or ck.get('format') != LOCALISER_FORMAT:
-        raise ValueError(f'{path}: not a {LOCALISER_FORMAT} checkpoint (benchmarks/aloha_policy.py probe)')
+        raise ValueError(f'{path}: not a {LOCALISER_FORMAT} checkpoint (string-perception-train-localiser)')
     vitd = build_model(ck['vitd_config'])
     vitd.load_state_dict(ck['vitd'])
     embed_dim = vitd.config.embed_dim + STATE_DIM * bool(ck['pool_points'])

@@ -2,9 +2,11 @@
 (``policy_node.py``) differ in what they subscribe, run and publish, not in how they start, log and stop.
 
 - :func:`qos_profile`: the KEEP_LAST profile both build from their ``*_qos_reliability`` / ``*_qos_depth`` parameters;
-- :class:`ManagedNode`: a ``LifecycleNode`` with the per-kind throttled warning, the diagnostics timer's guard
-  (a timer that fires after SIGINT / SIGTERM shut the context down publishes nothing), and cleanup / shutdown as
+- :class:`ManagedNode`: a ``LifecycleNode`` with the per-kind throttled warning, /diagnostics (counters, publisher
+  and timer made at configure; the timer's guard: a timer that fires after SIGINT / SIGTERM shut the context down
+  publishes nothing; the message named after the node), and cleanup / shutdown as
   "stop the inputs, release the outputs" (subclasses extend ``_stop_inputs`` / ``_release_outputs``);
+- :func:`make_executor`: the ``executor`` parameter's value -> an rclpy executor and the function that spins it;
 - :func:`run_lifecycle_node`: the console script's body (parameters checked at construction -> exit 2, autostart
   configure + activate -> ready line or exit 1, spin until SIGINT / SIGTERM, an exception raised after shutdown
   began is printed instead of failing the process, inputs stopped before the node is destroyed).
@@ -18,12 +20,14 @@ import time
 from typing import Any, Callable, Sequence
 
 import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from .diagnostics import NodeStats
+from .diagnostics import LEVEL_WINDOW_PERIODS, TASK_NAME, NodeStats, diagnostic_array
 
-__all__ = ['ManagedNode', 'qos_profile', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
+__all__ = ['ManagedNode', 'qos_profile', 'make_executor', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
@@ -82,11 +86,40 @@ class ManagedNode(LifecycleNode):
         self._last_warn[kind] = now
         self.get_logger().warning(f'{kind}: {message} (counted in /diagnostics; node continues)')
 
+    def _start_diagnostics(self, period_s: float, publish: Callable[[], None], callback_group=None) -> None:
+        """Configure: fresh ``stats`` (status level judged over :data:`LEVEL_WINDOW_PERIODS` periods), the
+        /diagnostics publisher (reliable, depth 10) and the timer calling ``publish`` every ``period_s`` seconds."""
+        self.stats = NodeStats(level_window_s=LEVEL_WINDOW_PERIODS * period_s)
+        self._pubs['diagnostics'] = self.create_publisher(DiagnosticArray, '/diagnostics', qos_profile('reliable', 10))
+        self._diag_timer = self.create_timer(period_s, publish, callback_group=callback_group)
+
+    def _diagnostics_message(self, snap: dict[str, Any], provider: str, extra: dict[str, Any], task: str = TASK_NAME):
+        """``diagnostics.diagnostic_array`` of ``snap`` stamped now, named after this node (status
+        ``<node name>: <task>``, hardware id its fully qualified name)."""
+        return diagnostic_array(snap, self.get_clock().now().to_msg(), node_name=self.get_name(), task=task,
+                                hardware_id=self.get_fully_qualified_name(), provider=provider, active=self._active,
+                                extra=extra)
+
     def _diagnostics_publisher(self):
         """The /diagnostics publisher, or None when there is nothing to publish on: not configured, or the
         context already shut down (the timer fired late, during SIGINT / SIGTERM)."""
         pub = self._pubs.get('diagnostics')
         return pub if pub is not None and self.context.ok() else None
+
+
+def make_executor(kind: str = 'single_threaded') -> tuple[Any, Callable[[], None]]:
+    """``kind`` (``single_threaded``, ``multi_threaded``: 2 threads, or ``events``) -> (executor, spin function).
+    The events executor is spun in 0.1 s slices: its ``spin()`` holds the GIL, so a worker thread would never run."""
+    if kind == 'events':
+        from rclpy.experimental import EventsExecutor   # rclpy of Kilted and later only: imported when chosen
+        executor = EventsExecutor()
+
+        def spin_events():
+            while rclpy.ok():
+                executor.spin_once(timeout_sec=0.1)
+        return executor, spin_events
+    executor = MultiThreadedExecutor(num_threads=2) if kind == 'multi_threaded' else SingleThreadedExecutor()
+    return executor, executor.spin
 
 
 def run_lifecycle_node(make_node: Callable[[], ManagedNode], label: str, argv: Sequence[str] | None,

@@ -35,7 +35,6 @@ import numpy as np
 
 from . import policy_params as PP
 from .params import AUTO_PROVIDERS
-from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from .messages import copy_header, stamp_to_ns
 
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
@@ -45,7 +44,7 @@ STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a 
 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
-from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, qos_profile, run_lifecycle_node  # noqa: E402
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, qos_profile, run_lifecycle_node  # noqa: E402
 
 
 def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,
@@ -132,15 +131,11 @@ class PolicyNode(ManagedNode):
             self.model = self.stepper = None
             return FAILURE
         self.cfg = cfg
-        from diagnostic_msgs.msg import DiagnosticArray
         from sensor_msgs.msg import JointState
         out_qos = qos_profile(cfg['output_qos_reliability'], cfg['output_qos_depth'])
-        self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command', out_qos),
-                      'diagnostics': self.create_publisher(DiagnosticArray, '/diagnostics',
-                                                           qos_profile('reliable', 10))}
-        self.stats = NodeStats(level_window_s=LEVEL_WINDOW_PERIODS * cfg['diagnostics_period'])
+        self._pubs = {'joint_command': self.create_publisher(JointState, '~/joint_command', out_qos)}
         self._last_command = None
-        self._diag_timer = self.create_timer(cfg['diagnostics_period'], self._publish_diagnostics)
+        self._start_diagnostics(cfg['diagnostics_period'], self._publish_diagnostics)
         m = self.model.metadata
         self.get_logger().info(f'configured: policy {self.model.path} (task {m.task}, E={m.embed_dim}, '
                                f'{m.action_dim} joints, chunk {m.chunk_size}, query every '
@@ -215,22 +210,14 @@ class PolicyNode(ManagedNode):
         if pub is None or self.model is None:
             return
         snap = self.stats.snapshot(image_topic='embedding')
-        msg = diagnostic_array(snap, self.get_clock().now().to_msg(), node_name=self.get_name(), task='policy',
-                               hardware_id=self.get_fully_qualified_name(),
-                               provider=self.model.session.get_providers()[0], active=self._active,
-                               extra={'queries': self.stepper.queries if self.stepper else 0})
-        pub.publish(msg)
+        pub.publish(self._diagnostics_message(snap, self.model.session.get_providers()[0],
+                                              {'queries': self.stepper.queries if self.stepper else 0}, task='policy'))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Console script ``string_perception_policy`` / ``python -m string_perception.ros.policy_node``."""
-    from rclpy.executors import SingleThreadedExecutor
-
-    def make_executor(_node):
-        executor = SingleThreadedExecutor()
-        return executor, executor.spin
-
-    return run_lifecycle_node(PolicyNode, 'string_perception_policy', argv, make_executor, lambda _node: READY_LINE)
+    return run_lifecycle_node(PolicyNode, 'string_perception_policy', argv, lambda _node: make_executor(),
+                              lambda _node: READY_LINE)
 
 
 if __name__ == '__main__':
