@@ -32,6 +32,7 @@ setup(
             'string-perception-evaluate = string_perception.evaluation.evaluate:main',
             'string-perception-eval-workcell = string_perception.evaluation.workcell:main',
             'string-perception-export = string_perception.export.export_onnx:main',
+            'string-perception-optimize = string_perception.export.optimize:main',
             'string-perception-generate = string_perception.scenes.cli:main',
             'string-perception-play = string_perception.bags.play:main',
             'string-perception-record = string_perception.bags.record:main',

@@ -95,7 +95,7 @@ def test_metadata_round_trip():
     ('input_height', 'abc', 'positive integer'), ('input_width', '-3', r'\[1, 16384\]'),
     ('patch_size', '7', 'multiple of patch_size'), ('normalization', '{"mean": [0.5]}', 'normalization'),
     ('normalization', '{"mean": [0,0,0], "std": [1,0,1]}', 'positive'), ('weights_sha256', 'abc', '64 hex'),
-    ('precision', 'int8', 'precision'), ('embedding_dim', '0', 'embedding_dim'), ('coord_mode', ' ', 'empty'),
+    ('precision', 'int4', 'precision'), ('embedding_dim', '0', 'embedding_dim'), ('coord_mode', ' ', 'empty'),
     ('output_layout', '[1]', 'JSON object'), ('config_json', 'nope', 'not valid JSON'),
     ('data_seed', 'x1', 'integer'),
 ])

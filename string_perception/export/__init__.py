@@ -6,6 +6,7 @@
     to_onnx.py       trace to ONNX (dynamic batch, weights as initializers, checker)
     verify.py        ONNX Runtime vs PyTorch parity on random and generated test-split frames
     export_onnx.py   the `string-perception-export` CLI
+    optimize.py      the `string-perception-optimize` CLI: int8 QDQ variant of an exported fp32 file (issue 37)
 
 Needs torch; the runtime (string_perception.runtime) reads what this writes without torch.
 """

@@ -38,6 +38,7 @@ from . import params as P
 from ..paths import model_file
 from ..runtime import Pipeline
 from ..runtime.errors import InferenceError, InputError, ModelLoadError
+from ..runtime.model_variant import choose_model_file, requested_precision
 from ..runtime.onnx_runner import usable_providers
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
 from .compressed_depth import HEADER as DEPTH_HEADER, decode_compressed_depth
@@ -127,8 +128,13 @@ class StringPerceptionNode(ManagedNode):
         log = self.get_logger()
         try:
             cfg = P.validate_all(P.read_all(self))
-            path = resolve_model_path(cfg['model_path'])
-            self.pipeline = Pipeline(path, **P.model_options(cfg, usable_providers),
+            options = P.model_options(cfg, usable_providers)
+            # the int8 sibling only where this CPU runs it faster (runtime/model_variant.py), said in the log
+            choice = choose_model_file(resolve_model_path(cfg['model_path']), requested_precision(),
+                                       on_cpu=options['providers'][0] == 'CPUExecutionProvider')
+            log.info(f'model file {choice.path} ({choice.precision}: {choice.reason})')
+            path = choice.path
+            self.pipeline = Pipeline(path, **options,
                                      intra_op_threads=cfg['intra_op_threads'] or None,
                                      intra_op_spinning=cfg['intra_op_spinning'])
             self._apply_live(cfg)

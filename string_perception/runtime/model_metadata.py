@@ -5,7 +5,9 @@ correctly): ``labels``, ``input_height``, ``input_width``, ``patch_size``, ``nor
 ``encoding``, ``embedding_dim``, ``weights_sha256``, ``precision``. Optional keys (parsed and validated when present,
 ``None``/empty otherwise): ``output_layout``, ``package_version``, ``data_seed``, ``config_json``,
 ``score_threshold`` (the exporter's recommended operating score threshold, a float in [0, 1]; the node uses it when
-its own ``score_threshold`` parameter is -1).
+its own ``score_threshold`` parameter is -1), ``quantization`` (JSON object, present on ``precision`` ``int8`` files
+written by ``export.optimize``: format, which layers, weight / activation types, calibration frames, the fp32
+source file's sha256; an ``int8`` file without it is refused).
 Unknown keys are kept in ``extra``. The exporter can build the props with :meth:`ModelMetadata.to_props`.
 """
 from __future__ import annotations
@@ -24,8 +26,8 @@ __all__ = ['ModelMetadata', 'REQUIRED_KEYS', 'OPTIONAL_KEYS', 'PRECISIONS']
 
 REQUIRED_KEYS = ('labels', 'input_height', 'input_width', 'patch_size', 'normalization', 'coord_mode',
                  'encoding', 'embedding_dim', 'weights_sha256', 'precision')
-OPTIONAL_KEYS = ('output_layout', 'package_version', 'data_seed', 'config_json', 'score_threshold')
-PRECISIONS = ('fp32', 'fp16')
+OPTIONAL_KEYS = ('output_layout', 'package_version', 'data_seed', 'config_json', 'score_threshold', 'quantization')
+PRECISIONS = ('fp32', 'fp16', 'int8')   # int8: static QDQ quantisation of an fp32 file (export.optimize)
 _SHA256 = re.compile(r'^[0-9a-f]{64}$')
 _MAX_SIDE = 16384
 
@@ -69,12 +71,13 @@ class ModelMetadata:
     encoding: str
     embedding_dim: int
     weights_sha256: str
-    precision: str                       # 'fp32' | 'fp16'
+    precision: str                       # 'fp32' | 'fp16' | 'int8'
     output_layout: dict | None = None
     package_version: str | None = None
     data_seed: int | None = None
     config: dict | None = None           # the ViTDConfig as a dict (key config_json)
     score_threshold: float | None = None  # recommended operating threshold in [0, 1]
+    quantization: dict | None = None     # int8 files: how they were quantised (key quantization)
     extra: dict = field(default_factory=dict)  # unknown keys, verbatim
 
     @property
@@ -158,6 +161,14 @@ class ModelMetadata:
             if not 0.0 <= score_threshold <= 1.0:  # NaN fails too
                 raise MetadataError(f'metadata key \'score_threshold\' must be a number in [0, 1], got {raw!r:.100}',
                                     key='score_threshold')
+        quantization = None
+        if 'quantization' in props:
+            quantization = _json(props, 'quantization')
+            if not isinstance(quantization, dict):
+                raise MetadataError('metadata key \'quantization\' must be a JSON object', key='quantization')
+        if precision == 'int8' and quantization is None:
+            raise MetadataError('an int8 model must say how it was quantised (metadata key \'quantization\')',
+                                key='quantization')
         known = set(REQUIRED_KEYS) | set(OPTIONAL_KEYS)
         return cls(
             labels=tuple(labels), input_height=height, input_width=width, patch_size=patch,
@@ -165,7 +176,7 @@ class ModelMetadata:
             coord_mode=_nonempty_str(props, 'coord_mode'), encoding=_nonempty_str(props, 'encoding'),
             embedding_dim=_positive_int(props, 'embedding_dim'), weights_sha256=sha, precision=precision,
             output_layout=output_layout, package_version=props.get('package_version') or None,
-            data_seed=data_seed, config=config, score_threshold=score_threshold,
+            data_seed=data_seed, config=config, score_threshold=score_threshold, quantization=quantization,
             extra={k: v for k, v in props.items() if k not in known},
         )
 
@@ -204,6 +215,8 @@ class ModelMetadata:
             props['config_json'] = json.dumps(self.config)
         if self.score_threshold is not None:
             props['score_threshold'] = repr(float(self.score_threshold))
+        if self.quantization is not None:
+            props['quantization'] = json.dumps(self.quantization, sort_keys=True)
         props.update({str(k): str(v) for k, v in self.extra.items()})
         return props
 
