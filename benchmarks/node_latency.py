@@ -58,7 +58,7 @@ VARIANTS = {
     # issue 22, second round: the defaults before it (rclpy-converted images, new output messages per frame, worker
     # hand-off), each cut on its own over those, then together
     'before_cuts': BEFORE_CUTS,
-    'raw_input': {**BEFORE_CUTS, 'raw_image_input': True},   # serialized Image read by ros/image_cdr.py
+    'raw_input': {**BEFORE_CUTS, 'raw_image_input': True},   # serialized Image read by codec/image_cdr.py
     # pipeline in the synchroniser callback (no worker hand-off); input queues of 1 so that DDS keeps only the
     # newest frame while the model runs (latest wins, as the worker's hand-off does)
     'inline': {**BEFORE_CUTS, 'inline_processing': True, **INPUT_DEPTH_1},

@@ -104,7 +104,7 @@ def role_publish(a) -> int:
     import rclpy
     from sensor_msgs.msg import CameraInfo, Image
 
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     from string_perception.scenes import SceneConfig, generate_frame
 
     rclpy.init()

@@ -64,7 +64,7 @@ class DetectionListener:
     def __init__(self, node):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from vision_msgs.msg import Detection3DArray, LabelInfo
-        from .ros.messages import label_map
+        from .codec.detection_msgs import label_map
         self.received: dict[int, tuple[Any, float]] = {}        # colour stamp ns -> (Detection3DArray, monotonic)
         self.id_names: dict[int, str] | None = None             # from ~/label_info
         self.last = time.monotonic()
@@ -76,7 +76,7 @@ class DetectionListener:
                                             durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
     def _on_msg(self, msg) -> None:
-        from .ros.messages import stamp_to_ns
+        from .codec.detection_msgs import stamp_to_ns
         with self.lock:
             self.received[stamp_to_ns(msg.header.stamp)] = (msg, time.monotonic())
             self.last = time.monotonic()
@@ -190,7 +190,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     from .bags.reader import header_of
     from .evaluation import evaluate as E
     from .ros.dds_env import apply_dds_env
-    from .ros.messages import detections_from_msg
+    from .codec.detection_msgs import detections_from_msg
 
     apply_dds_env(domain)
     rclpy.init(args=None)
@@ -269,7 +269,7 @@ def _annotate(bag: Path, out: Path, per_frame: list[dict], received: dict, gt_ms
     from .bags.eval_bag import _scale
     from .bags.reader import BagFrameReader
     from .evaluation import evaluate as E
-    from .ros.messages import detections_from_msg
+    from .codec.detection_msgs import detections_from_msg
     from .runtime.preprocess import to_rgb
     best = max(per_frame, key=lambda f: (f['boxes'], -f['index']))
     path = out / f'frame_{best["index"]}.png'

@@ -102,14 +102,14 @@ def _one_box(t=(1.0, 2.0, 3.0), size=(0.1, 0.2, 0.05)) -> Detections:
 @pytest.mark.parametrize('seconds,expected', [(1.0, (1, 0)), (0.25, (0, 250_000_000)), (2.5, (2, 500_000_000)),
                                               (0.0, (0, 0))])
 def test_every_marker_carries_the_lifetime(seconds, expected):
-    from string_perception.ros.markers import MarkerBuilder
+    from string_perception.codec.markers import MarkerBuilder
     out = MarkerBuilder(lifetime_s=seconds).build(_one_box(), _header())
     assert len(out.markers) == 2
     assert [(m.lifetime.sec, m.lifetime.nanosec) for m in out.markers] == [expected, expected]
 
 
 def test_up_axis_of_optical_and_other_frames():
-    from string_perception.ros.markers import up_axis
+    from string_perception.codec.markers import up_axis
     assert up_axis('cam_optical', 'cam_optical').tolist() == [0.0, -1.0, 0.0]     # the image's own frame
     assert up_axis('camera_color_optical_frame', 'x').tolist() == [0.0, -1.0, 0.0]
     assert up_axis('base_link', 'camera_color_optical_frame').tolist() == [0.0, 0.0, 1.0]
@@ -118,7 +118,7 @@ def test_up_axis_of_optical_and_other_frames():
 
 @needs_msgs
 def test_label_sits_above_the_box_along_the_frames_up_axis():
-    from string_perception.ros.markers import TEXT_NS, MarkerBuilder
+    from string_perception.codec.markers import TEXT_NS, MarkerBuilder
     b, lift = MarkerBuilder(), 0.5 * 0.2 + 0.02          # half the largest extent + 2 cm
 
     def label(frame, image_frame=None):
@@ -276,7 +276,7 @@ import rclpy
 from sensor_msgs.msg import CameraInfo
 from vision_msgs.msg import Detection3DArray
 from visualization_msgs.msg import MarkerArray
-from string_perception.ros.image_conversion import array_to_imgmsg
+from string_perception.codec.image_conversion import array_to_imgmsg
 from string_perception.ros.node import StringPerceptionNode, SUCCESS
 from string_perception.ros.track_messages import TfMessagePublisher
 rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'model_path:=' + sys.argv[1],

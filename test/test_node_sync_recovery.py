@@ -28,7 +28,7 @@ MAX_GOOD_FRAMES = 2 * (int(INPUT_TIMEOUT / PERIOD) + 1) + 3
 class Rig:
     def __init__(self, node, peer, executor):
         from sensor_msgs.msg import CameraInfo, Image
-        from string_perception.ros.image_conversion import array_to_imgmsg
+        from string_perception.codec.image_conversion import array_to_imgmsg
         from string_perception.ros.lifecycle_node import qos_profile
         self.node, self.executor = node, executor
         qos = qos_profile('reliable', 100)

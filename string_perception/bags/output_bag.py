@@ -27,8 +27,8 @@ class NodeOutputs:
         try:
             from rclpy.serialization import serialize_message
 
-            from ..ros.markers import MarkerBuilder
-            from ..ros.messages import detections_to_msg
+            from ..codec.markers import MarkerBuilder
+            from ..codec.detection_msgs import detections_to_msg
             from ..ros.params import defaults
         except ImportError as e:
             raise ImportError(f'--output-bag needs the ROS 2 message packages (rclpy, vision_msgs, '

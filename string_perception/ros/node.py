@@ -47,18 +47,17 @@ import numpy as np
 
 from . import params as P
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
-from .compressed_depth import HEADER as DEPTH_HEADER, decode_compressed_depth
-from .compressed_header import check_compressed
 from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
-from .frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
-                           check_stamp_fields)
-from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
+from ..codec.frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
+                                  check_stamp_fields)
+from ..codec.frame_decode import decode_image
+from ..codec.image_conversion import CONVERSION_ERRORS, make_bridge
 from .latency import OUTPUTS, ArrivalBook, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
-from .markers import MarkerBuilder
+from ..codec.markers import MarkerBuilder
 from .sync_watchdog import SyncWatchdog
-from .messages import (Detection3DArrayBuilder, camera_info_to_k, copy_header, detections_to_msg, label_info_msg,
-                       stamp_to_ns, tensor_to_image, transform_detections)
+from ..codec.detection_msgs import (Detection3DArrayBuilder, camera_info_to_k, copy_header, detections_to_msg,
+                                    label_info_msg, stamp_to_ns, tensor_to_image, transform_detections)
 from .track_messages import (make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms,
                              transform_tracks)
 
@@ -483,20 +482,12 @@ class StringPerceptionNode(ManagedNode):
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
         view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
-        if self.cfg['image_transport'] == 'compressed':     # already decoded to a sensor_msgs/Image (compressed_input)
-            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
-        elif view or self.cfg['raw_image_input']:      # image_cdr's RawImage: always our reader
-            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
-        else:
-            rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
-        if self.cfg['depth_transport'] == 'compressedDepth':      # cv_bridge cannot decode it: ours
-            check_compressed(memoryview(depth.data).cast('B')[DEPTH_HEADER.size:], 'compressedDepth PNG')
-            dep, dep_enc = decode_compressed_depth(depth)
-        else:
-            raw = self.cfg['raw_image_input']
-            dep = (imgmsg_to_array(depth, copy=not view) if view or raw
-                   else self.bridge.imgmsg_to_cv2(depth, 'passthrough'))
-            dep_enc = depth.encoding
+        ours = view or self.cfg['raw_image_input']      # image_cdr's RawImage: always our reader
+        # image_transport compressed: already decoded to a sensor_msgs/Image (compressed_input), read by ours
+        colour_bridge = None if ours or self.cfg['image_transport'] == 'compressed' else self.bridge
+        rgb, enc = decode_image(image, 'colour', bridge=colour_bridge, copy=not view)
+        dep, dep_enc = decode_image(depth, 'depth', compressed=self.cfg['depth_transport'] == 'compressedDepth',
+                                    bridge=None if ours else self.bridge, copy=not view)  # compressedDepth: ours
         K, hw = camera_info_to_k(info)
         return rgb, enc, dep, dep_enc, K, hw
 

@@ -174,7 +174,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('skip_unsubscribed_outputs', 'bool', True,
               'build no markers, embedding, tokens or debug image while nobody subscribes to them', live=True),
     ParamSpec('raw_image_input', 'bool', True,
-              'raw image/depth transport: take the serialized sensor_msgs/Image and read it with ros/image_cdr.py '
+              'raw image/depth transport: take the serialized sensor_msgs/Image and read it with codec/image_cdr.py '
               "(numpy views over the received bytes) instead of rclpy's message conversion"),
     ParamSpec('inline_processing', 'bool', True,
               'run the pipeline in the synchroniser callback (executor thread; no thread hand-off) instead of handing '
@@ -182,7 +182,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               'keep the inputs\' qos_depth at 1 (only the newest waits)'),
     ParamSpec('reuse_output_messages', 'bool', True,
               'build ~/detections and ~/tracks by refilling the previous frame\'s message objects instead of '
-              'constructing new ones (ros/messages.Detection3DArrayBuilder)'),
+              'constructing new ones (codec/detection_msgs.Detection3DArrayBuilder)'),
     ParamSpec('latency_log', 'string', '',
               'append each frame\'s per-stage latencies (ms) as one JSON line to this file; empty = off '
               '(benchmarks/node_latency.py)'),

@@ -36,7 +36,7 @@ import numpy as np
 from . import policy_params as PP
 from .params import AUTO_PROVIDERS
 from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
-from .messages import copy_header, stamp_to_ns
+from ..codec.detection_msgs import copy_header, stamp_to_ns
 
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
 

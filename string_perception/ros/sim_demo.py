@@ -103,7 +103,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     from ..demo import DetectionListener, _frame_line, _label_list
     from ..evaluation import evaluate as E
     from .dds_env import apply_dds_env
-    from .messages import detections_from_msg, stamp_to_ns
+    from ..codec.detection_msgs import detections_from_msg, stamp_to_ns
 
     apply_dds_env(domain)
     rclpy.init(args=None)
@@ -178,8 +178,8 @@ def _annotate(index, out: Path, per_frame: list[dict], preds: list[dict], truths
     import cv2
 
     from ..evaluation import evaluate as E
-    from .image_conversion import convert_encoding, imgmsg_to_array
-    from .messages import camera_info_to_k
+    from ..codec.image_conversion import convert_encoding, imgmsg_to_array
+    from ..codec.detection_msgs import camera_info_to_k
     rows = [(f, p, t) for f, p, t in zip(per_frame, preds, truths) if f['stamp_ns'] in images
             and f['stamp_ns'] in infos and (index is None or f['index'] == index)]
     if not rows:
