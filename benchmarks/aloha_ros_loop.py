@@ -92,7 +92,7 @@ def run_offline(perception: str, policy: str, seeds: list[int], steps: int, trac
 def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Path, domain: int,
             depth_encoding: str, trace: Path | None = None) -> dict:
     from string_perception.child_process import ChildProcess
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import READY_LINE as NODE_READY, node_command
     from string_perception.ros.policy_node import READY_LINE as POLICY_READY, policy_node_command
     env = merged_dds_env(domain)

@@ -1,4 +1,4 @@
-"""Rewrite the README's generated tables (node parameters from ros/params.PARAMS, topics from ros/interface.TOPICS).
+"""Rewrite the README's generated tables (node parameters from node_params.PARAMS, topics from ros/interface.TOPICS).
 
     python scripts/readme_tables.py           # rewrite README.md in place
     python scripts/readme_tables.py --check   # exit 1 if README.md is out of date (test/test_readme_tables.py)

@@ -4,7 +4,7 @@
     python -m string_perception.demo --model my.onnx --bag my_bag --rate 0.5 --out out/demo
 
 1. starts the node (``ros/node.py``, in a subprocess, via ``node_command``) on its own ROS_DOMAIN_ID with the
-   loopback-only DDS profile (``ros/dds_env.py``), its inputs remapped to the bag's camera topics;
+   loopback-only DDS profile (``dds_env.py``), its inputs remapped to the bag's camera topics;
 2. plays the bag's camera topics into it (``bags/play.BagPlayer``, original 30 Hz timing times ``--rate``);
 3. listens to ``/string_perception/detections`` and prints one line per frame (boxes, best 3D IoU against the
    bag's ``/ground_truth/detections``, latency from publishing the colour image to receiving the boxes);
@@ -129,7 +129,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from .bags.reader import BagError, BagFrameReader
     from .bags.sample import default_sample_path
     from .bags.topics import COMPRESSED
-    from .ros.dds_env import MAX_DOMAIN_ID, merged_dds_env
+    from .dds_env import MAX_DOMAIN_ID, merged_dds_env
     from .ros.node import READY_LINE, node_command
 
     model = Path(args.model) if args.model else _default_model()
@@ -189,7 +189,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     from .bags.play import BagPlayer
     from .bags.reader import header_of
     from .evaluation import evaluate as E
-    from .ros.dds_env import apply_dds_env
+    from .dds_env import apply_dds_env
     from .codec.detection_msgs import detections_from_msg
 
     apply_dds_env(domain)

@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from string_perception.child_process import ChildProcess  # noqa: E402
-from string_perception.ros.dds_env import MAX_DOMAIN_ID, merged_dds_env  # noqa: E402
+from string_perception.dds_env import MAX_DOMAIN_ID, merged_dds_env  # noqa: E402
 
 LOCK_DIR = Path(tempfile.gettempdir())
 _RESERVATIONS = itertools.count()   # successive reservations of one process start at successive ids

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.ros import policy_params as PP
 from string_perception.ros.aloha_launch import SIM_TOPICS
 from string_perception.ros.launch_setup import node_fqn

@@ -128,7 +128,7 @@ def test_node_counts_and_logs_unreadable_raw_images(tmp_path, monkeypatch):
     if ros_skip_reason('vision_msgs'):
         pytest.skip(ros_skip_reason('vision_msgs'))
     from rclpy.executors import SingleThreadedExecutor
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     from string_perception.runtime.testing import save_tiny_model
     model = save_tiny_model(tmp_path / 'tiny.onnx')

@@ -13,7 +13,7 @@ import pytest
 
 from ros_helpers import ros_skip_reason
 from tf2_stand_in import FakeTf2
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.ros.diagnostics import NodeStats, status_name
 from string_perception.runtime.postprocess import Detections
 
@@ -133,7 +133,7 @@ def test_label_sits_above_the_box_along_the_frames_up_axis():
 
 # ---------------------------------------------------------------------------------------------- tf2 checks
 def test_target_frame_is_accepted_exactly_when_tf_lookup_can_work(monkeypatch):
-    from string_perception.ros.tf_lookup import TF2_NAMES, import_tf2
+    from string_perception.node_params import TF2_NAMES, import_tf2
     fake = FakeTf2().module
     monkeypatch.setitem(sys.modules, 'tf2_ros', fake)
     assert import_tf2() is fake and P.tf2_available() and P.validate('target_frame', 'base_link') == 'base_link'
@@ -153,7 +153,7 @@ def test_target_frame_is_accepted_exactly_when_tf_lookup_can_work(monkeypatch):
 
 def _ros_context(monkeypatch, domain):
     import rclpy
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     for k, v in merged_dds_env(domain).items():
         monkeypatch.setenv(k, v)
     ctx = rclpy.Context()

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from string_perception.ros import params as P
+from string_perception import node_params as P
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,7 +201,7 @@ def test_default_yaml_is_exactly_what_render_yaml_writes():
     # the text, not only the parsed values: comments with ranges / choices, lower-case YAML booleans, header
     assert (REPO / 'config' / 'default.yaml').read_text() == P.render_yaml()
     lines = P.render_yaml('/cam').splitlines()
-    assert lines[:4] == ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
+    assert lines[:4] == ['# Defaults of the string_perception node (generated from string_perception/node_params.py;',
                          '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
                          '/cam:', '  ros__parameters:']
     i = lines.index('    nms_iou: 0.3')

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ros_helpers import ros_skip_reason
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.runtime.postprocess import Detections
 from string_perception.runtime.tracking import Tracker, TrackerConfig
 

@@ -251,7 +251,7 @@ def _graph(node, timeout=30.0):
 def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatch, tmp_path):
     rclpy = _ros()
     from ros_helpers import reserved_domain_id
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.policy_node import SUCCESS, PolicyNode
     model, path = policy
     args = ['-p', 'autostart:=false', '-p', 'diagnostics_period:=0.1', '-p', 'log_throttle:=0.0']

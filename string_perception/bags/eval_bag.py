@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..evaluation import evaluate as E
+from ..node_params import defaults, effective_score_threshold, tracker_config
 from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics
 
@@ -76,7 +77,6 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
     ``TrackerConfig`` (``'default'``: the node's defaults; None: off) run on the detections at the operating
     threshold, a fresh tracker per bag. Raises :class:`BagError`.
     """
-    from ..ros.params import effective_score_threshold
     from ..runtime.errors import InputError
     from ..runtime.preprocess import to_rgb
     if operating_threshold is None:
@@ -84,7 +84,6 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
     res = BagEvaluation(report=None, operating_threshold=float(operating_threshold), labels=tuple(pipeline.labels),
                         provider=pipeline.provider)
     if tracking == 'default':
-        from ..ros.params import defaults, tracker_config
         tracking = tracker_config(defaults())
     pipeline.set_tracking(None if tracking is None else tracking.replace(min_score=res.operating_threshold))
     if output_bag:

@@ -32,7 +32,7 @@ import numpy as np
 from ..codec.detection_msgs import camera_info_to_k, detections_from_msg, label_map
 from ..codec.frame_decode import decode_image
 from ..codec.image_conversion import ImageEncodingError
-from ..ros.params import defaults as node_defaults
+from ..node_params import defaults as node_defaults
 from ..scenes import CLASS_NAMES
 from .topics import COMPRESSED, DEFAULT_TOPICS, CameraTopics, resolve_topics
 from .typestore import make_typestore

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f'string-perception-record: {args.output} exists already; not overwriting', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from ..ros.dds_env import apply_dds_env
+        from ..dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor

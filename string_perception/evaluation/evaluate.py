@@ -223,8 +223,8 @@ def source_dataset_for(model_cfg, ckpt: dict, split: str, num_frames: int, scene
 def node_threshold(checkpoint: str | Path) -> tuple[float, str]:
     """The score threshold the node would use with this model -> ``(threshold, where it came from)``: the
     ``score_threshold`` in the metadata of the exported ``<stem>.onnx`` next to the checkpoint, else the node's
-    default (``ros.params.effective_score_threshold``)."""
-    from string_perception.ros.params import effective_score_threshold
+    default (``node_params.effective_score_threshold``)."""
+    from string_perception.node_params import effective_score_threshold
     onnx_path = Path(checkpoint).with_suffix('.onnx')
     metadata = None
     if onnx_path.exists():

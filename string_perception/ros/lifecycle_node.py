@@ -1,7 +1,7 @@
 """What the package's two lifecycle nodes share: the perception node (``node.py``) and the policy node
-(``policy_node.py``) differ in what they subscribe, run and publish, not in how they start, log and stop.
+(``policy_node.py``) differ in what they subscribe, run and publish, not in how they start, log and stop (their
+QoS profile: ``string_perception.qos``).
 
-- :func:`qos_profile`: the KEEP_LAST profile both build from their ``*_qos_reliability`` / ``*_qos_depth`` parameters;
 - :class:`ManagedNode`: a ``LifecycleNode`` with the per-kind throttled warning, the diagnostics timer's guard
   (a timer that fires after SIGINT / SIGTERM shut the context down publishes nothing), and cleanup / shutdown as
   "stop the inputs, release the outputs" (subclasses extend ``_stop_inputs`` / ``_release_outputs``);
@@ -19,19 +19,12 @@ from typing import Any, Callable, Sequence
 
 import rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from .diagnostics import NodeStats
 
-__all__ = ['ManagedNode', 'qos_profile', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
+__all__ = ['ManagedNode', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-
-
-def qos_profile(reliability: str, depth: int, durability=DurabilityPolicy.VOLATILE) -> QoSProfile:
-    """KEEP_LAST ``depth``; ``reliability`` 'best_effort' or 'reliable' (the parameters' two values)."""
-    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel, durability=durability)
 
 
 class ManagedNode(LifecycleNode):

@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence
 import cv2
 import numpy as np
 
-from . import params as P
+from .. import node_params as P
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
 from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from ..codec.frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
@@ -85,7 +85,8 @@ import rclpy  # noqa: E402  (after the ROS-free imports above, so a missing rclp
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 from rclpy.qos import DurabilityPolicy  # noqa: E402
 
-from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, qos_profile, run_lifecycle_node  # noqa: E402
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, run_lifecycle_node  # noqa: E402
+from ..qos import qos_profile  # noqa: E402
 
 
 def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,

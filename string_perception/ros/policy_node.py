@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import policy_params as PP
-from .params import AUTO_PROVIDERS
+from ..node_params import AUTO_PROVIDERS
 from .diagnostics import LEVEL_WINDOW_PERIODS, NodeStats, diagnostic_array
 from ..codec.detection_msgs import copy_header, stamp_to_ns
 
@@ -45,7 +45,8 @@ STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a 
 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
-from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, qos_profile, run_lifecycle_node  # noqa: E402
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, run_lifecycle_node  # noqa: E402
+from ..qos import qos_profile  # noqa: E402
 
 
 def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,

@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ.setdefault('MUJOCO_GL', 'osmesa')
     if args.domain_id is not None:
-        from .dds_env import apply_dds_env
+        from ..dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig
     from ..sim.demos.transfer_cube import CONTROL_DT, TransferCubeScene

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         print('string-perception-sim: need --rate > 0 and --realtime-factor >= 0', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from .dds_env import apply_dds_env
+        from ..dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     from ..bags.typestore import make_typestore
     from ..sim import SimConfig

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from ..bags.topics import DEFAULT_TOPICS
     from ..demo import _default_model
-    from .dds_env import MAX_DOMAIN_ID, merged_dds_env
+    from ..dds_env import MAX_DOMAIN_ID, merged_dds_env
     from .node import READY_LINE, node_command
     from .sim_camera import READY_LINE as SIM_READY
 
@@ -102,7 +102,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
 
     from ..demo import DetectionListener, _frame_line, _label_list
     from ..evaluation import evaluate as E
-    from .dds_env import apply_dds_env
+    from ..dds_env import apply_dds_env
     from ..codec.detection_msgs import detections_from_msg, stamp_to_ns
 
     apply_dds_env(domain)
