@@ -27,7 +27,7 @@ from typing import Any
 
 from .child_process import ChildProcess
 
-__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME']
+__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'DetectionListener', 'default_model', 'label_list', 'frame_line']
 
 DEMO_NODE_NAME = 'string_perception_demo'
 DETECTIONS_TOPIC = '/string_perception/detections'
@@ -36,7 +36,9 @@ NODE_START_TIMEOUT_S = 60.0
 SETTLE_S = 2.0               # wait this long after the last frame for the node's last answers
 
 
-def _default_model() -> Path:
+def default_model() -> Path:
+    """The bundled model the demos run by default: ``models/<ros.node.DEFAULT_MODEL>`` (installed share dir or the
+    source tree; the relative path when neither has it, for the caller's not-found message)."""
     from .paths import model_file
     from .ros.node import DEFAULT_MODEL
     try:
@@ -98,7 +100,7 @@ def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     return out
 
 
-def _label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
+def label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
     """The node's classes in id order (its LabelInfo; else the scene classes), then any other class name that
     older messages (class_id = name) use."""
     from .scenes import CLASS_NAMES
@@ -112,7 +114,9 @@ def _label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
     return names
 
 
-def _frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str], latency_ms: float | None) -> str:
+def frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str], latency_ms: float | None) -> str:
+    """The demos' line for frame ``i``: its boxes (class, score), with ``gt`` the number of true objects and the
+    mean best class-aware 3D IoU, with ``latency_ms`` the latency."""
     from . import metrics
     boxes = ', '.join(f'{n} {s:.2f}' for n, s in zip(pred['class_names'], pred['scores'])) or '-'
     line = f'frame {i:3d} stamp {stamp / 1e9:.3f}: {len(pred["scores"])} boxes [{boxes}]'
@@ -132,7 +136,7 @@ def run_demo(args: argparse.Namespace) -> int:
     from .dds_env import MAX_DOMAIN_ID, merged_dds_env
     from .ros.node import READY_LINE, node_command
 
-    model = Path(args.model) if args.model else _default_model()
+    model = Path(args.model) if args.model else default_model()
     if not model.is_file():
         print(f'string-perception-demo: model {model} not found. The bundled model models/vitd_workcell.onnx '
               f'ships with the repository once released; until then pass --model PATH (an ONNX file from '
@@ -227,7 +231,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     gt_msgs = _ground_truth(bag, topics['ground_truth']) if topics.get('ground_truth') else {}
     with listener.lock:
         received = dict(listener.received)
-    labels = _label_list(listener.id_names, *gt_msgs.values(), *(m for m, _ in received.values()))
+    labels = label_list(listener.id_names, *gt_msgs.values(), *(m for m, _ in received.values()))
     order = sorted(published)
     preds, gts, per_frame, latencies = [], [], [], []
     for i, stamp in enumerate(order):
@@ -239,7 +243,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
         gt = detections_from_msg(gt_msgs[stamp], labels) if stamp in gt_msgs else None
         latency_ms = (t_recv - published[stamp]) * 1e3
         latencies.append({'total_ms': latency_ms})
-        print(_frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
+        print(frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
         per_frame.append({'index': i, 'stamp_ns': stamp, 'boxes': len(pred['scores']), 'latency_ms': latency_ms,
                           'classes': pred['class_names'], 'scores': pred['scores'].tolist()})
         if gt is not None:

@@ -20,12 +20,12 @@ ARGS = ['--cell', 'kuka', '--rig', 'over_shoulder', '--seed', '4', '--width', '9
 
 def _record(tmp_path):
     from string_perception.bags.record import RECORDING_LINE
-    from string_perception.ros.sim_camera import READY_LINE
+    from string_perception.sim_ros.sim_camera import READY_LINE
     from string_perception.sim.messages import TOPIC_TYPES
     bag = tmp_path / 'sim_bag'
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         rec = pg.start_python('record', ['-m', 'string_perception.bags.record', *TOPIC_TYPES, '-o', str(bag)])
-        sim = pg.start_python('sim', ['-m', 'string_perception.ros.sim_camera', *ARGS, '--frames', str(FRAMES),
+        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_camera', *ARGS, '--frames', str(FRAMES),
                                       '--rate', str(RATE), '--realtime-factor', '0', '--wait-for-subscribers', '1'])
         assert sim.wait_for_line(READY_LINE, 240), pg.logs()
         for topic in TOPIC_TYPES:

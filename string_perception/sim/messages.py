@@ -1,4 +1,4 @@
-"""What a live simulated RGB-D camera publishes, as rosbags messages (ROS-free; ros/sim_camera.py serialises and
+"""What a live simulated RGB-D camera publishes, as rosbags messages (ROS-free; sim_ros/sim_camera.py serialises and
 publishes them, a bag writer could store them): the realsense2_camera-like layout of the bundled recording
 (bags/topics.DEFAULT_TOPICS: rgb8 colour, 16UC1 depth registered to colour, CameraInfo, ground-truth
 Detection3DArray with class names as class ids), plus /clock (simulated time), /tf (world -> camera optical frame

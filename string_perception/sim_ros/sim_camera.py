@@ -19,6 +19,8 @@ import sys
 import time
 
 from ..bags.ros_io import message_class, publisher_qos
+from ..bags.typestore import make_typestore
+from ..dds_env import apply_dds_env
 
 __all__ = ['READY_LINE', 'main', 'build_parser']
 
@@ -61,10 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         print('string-perception-sim: need --rate > 0 and --realtime-factor >= 0', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from ..dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
-    from ..bags.typestore import make_typestore
-    from ..sim import SimConfig
+    from ..sim import SimConfig    # mujoco: only when the camera runs
     from ..sim.live import LiveCell, LiveConfig
     from ..sim.messages import TOPIC_TYPES, view_messages
 
