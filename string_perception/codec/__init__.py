@@ -1,9 +1,9 @@
 """Message / codec layer: ROS message fields <-> numpy and pipeline results, with neither rclpy nor torch.
 
-``bags/`` (rosbags objects) and ``ros/`` (rclpy messages) both use it; it imports neither. Every function works
-on any object with the message's fields (duck typing); the ROS message packages (sensor_msgs, vision_msgs,
-visualization_msgs, std_msgs) are imported inside the builders that construct them, cv2 inside the codecs that
-need it, so importing this package imports neither rclpy, cv2 nor a message package.
+``bags/`` (rosbags objects) and ``ros/`` (rclpy messages) both use it; it imports neither (only ``runtime/``,
+``box_ops`` and numpy below it). Every function works on any object with the message's fields (duck typing); the
+ROS message packages (sensor_msgs, vision_msgs, visualization_msgs, std_msgs) are imported only inside the
+builders that construct them, so no module here imports rclpy, torch or a message package at import time.
 
 - ``image_data``       the error type, the Image / CompressedImage stand-ins and the guarded decoder both codecs share
 - ``image_conversion`` Image / CompressedImage <-> numpy: real cv_bridge first, tested fallback (same contract)

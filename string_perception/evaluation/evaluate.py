@@ -394,7 +394,7 @@ def annotate_frame(rgb: np.ndarray, K: np.ndarray, pred: dict | None, gt: dict |
     ``draw_threshold``) boxes -> ``uint8[sH,sW,3]``. Either box set may be None."""
     import cv2
 
-    from string_perception.evaluation import draw
+    from string_perception.runtime import draw
     H, W = rgb.shape[:2]
     image = cv2.resize(rgb, (W * scale, H * scale), interpolation=cv2.INTER_NEAREST)   # [sH,sW,3]
     K = np.asarray(K, np.float64).copy()

@@ -579,7 +579,7 @@ class StringPerceptionNode(ManagedNode):
 
     def _debug_image(self, rgb: np.ndarray, enc: str, K: np.ndarray, dets) -> np.ndarray:
         from ..box_ops import Box3D
-        from ..evaluation.draw import draw_boxes
+        from ..runtime.draw import draw_boxes
         from ..runtime.preprocess import to_rgb
         return draw_boxes(to_rgb(rgb, enc), K, Box3D(dets.translations, dets.rotations, dets.sizes),
                           dets.class_ids, dets.scores, list(self.pipeline.labels))
