@@ -25,7 +25,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import metrics
+from .bags.eval_bag import latency_stats, legible_scale, summary_text
+from .bags.play import BagPlayer
+from .bags.reader import BagError, BagFrameReader, header_of, open_bag
+from .bags.sample import default_sample_path
+from .bags.topics import COMPRESSED
+from .bags.typestore import make_typestore
 from .child_process import ChildProcess
+from .codec.detection_msgs import detections_from_msg, label_map, stamp_to_ns
+from .dds_env import MAX_DOMAIN_ID, apply_dds_env, merged_dds_env
+from .evaluation import evaluate as E
+from .paths import model_file
+from .runtime.preprocess import to_rgb
+from .scenes import CLASS_NAMES
 
 __all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'DetectionListener', 'default_model', 'label_list', 'frame_line']
 
@@ -39,8 +52,7 @@ SETTLE_S = 2.0               # wait this long after the last frame for the node'
 def default_model() -> Path:
     """The bundled model the demos run by default: ``models/<ros.node.DEFAULT_MODEL>`` (installed share dir or the
     source tree; the relative path when neither has it, for the caller's not-found message)."""
-    from .paths import model_file
-    from .ros.node import DEFAULT_MODEL
+    from .ros.node import DEFAULT_MODEL    # rclpy at import: only when the demo runs
     try:
         return model_file(DEFAULT_MODEL)
     except FileNotFoundError:
@@ -66,7 +78,6 @@ class DetectionListener:
     def __init__(self, node):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from vision_msgs.msg import Detection3DArray, LabelInfo
-        from .codec.detection_msgs import label_map
         self.received: dict[int, tuple[Any, float]] = {}        # colour stamp ns -> (Detection3DArray, monotonic)
         self.id_names: dict[int, str] | None = None             # from ~/label_info
         self.last = time.monotonic()
@@ -78,7 +89,6 @@ class DetectionListener:
                                             durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
     def _on_msg(self, msg) -> None:
-        from .codec.detection_msgs import stamp_to_ns
         with self.lock:
             self.received[stamp_to_ns(msg.header.stamp)] = (msg, time.monotonic())
             self.last = time.monotonic()
@@ -86,8 +96,6 @@ class DetectionListener:
 
 def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     """Header stamp -> ground-truth Detection3DArray (rosbags object) of the bag."""
-    from .bags.reader import open_bag
-    from .bags.typestore import make_typestore
     store, out = make_typestore(), {}
     reader = open_bag(bag)
     try:
@@ -103,7 +111,6 @@ def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
 def label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
     """The node's classes in id order (its LabelInfo; else the scene classes), then any other class name that
     older messages (class_id = name) use."""
-    from .scenes import CLASS_NAMES
     names = [id_names[k] for k in sorted(id_names)] if id_names else list(CLASS_NAMES)
     for m in msgs:
         for d in m.detections:
@@ -117,7 +124,6 @@ def label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
 def frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str], latency_ms: float | None) -> str:
     """The demos' line for frame ``i``: its boxes (class, score), with ``gt`` the number of true objects and the
     mean best class-aware 3D IoU, with ``latency_ms`` the latency."""
-    from . import metrics
     boxes = ', '.join(f'{n} {s:.2f}' for n, s in zip(pred['class_names'], pred['scores'])) or '-'
     line = f'frame {i:3d} stamp {stamp / 1e9:.3f}: {len(pred["scores"])} boxes [{boxes}]'
     if gt is not None:
@@ -130,11 +136,7 @@ def frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .bags.reader import BagError, BagFrameReader
-    from .bags.sample import default_sample_path
-    from .bags.topics import COMPRESSED
-    from .dds_env import MAX_DOMAIN_ID, merged_dds_env
-    from .ros.node import READY_LINE, node_command
+    from .ros.node import READY_LINE, node_command    # rclpy at import: only when the demo runs
 
     model = Path(args.model) if args.model else default_model()
     if not model.is_file():
@@ -189,12 +191,6 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from .bags.eval_bag import latency_stats, summary_text
-    from .bags.play import BagPlayer
-    from .bags.reader import header_of
-    from .evaluation import evaluate as E
-    from .dds_env import apply_dds_env
-    from .codec.detection_msgs import detections_from_msg
 
     apply_dds_env(domain)
     rclpy.init(args=None)
@@ -260,7 +256,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
               'operating_threshold': None, 'latency_ms': latency_stats(latencies),
               'headline': E.headline(summary) if summary else None, 'metrics': summary, 'frames': per_frame}
     print(summary_text(report).replace('frames on node: latency', 'frames answered by the node: latency'))
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     image = _annotate(bag, out, per_frame, received, gt_msgs, labels)
     print(f'[demo] wrote {out / "metrics.json"} and {image}', flush=True)
     return 0
@@ -270,11 +266,6 @@ def _annotate(bag: Path, out: Path, per_frame: list[dict], received: dict, gt_ms
     """The answered frame with the most boxes, drawn with the node's boxes (red) and the true ones (green)."""
     import cv2
 
-    from .bags.eval_bag import _scale
-    from .bags.reader import BagFrameReader
-    from .evaluation import evaluate as E
-    from .codec.detection_msgs import detections_from_msg
-    from .runtime.preprocess import to_rgb
     best = max(per_frame, key=lambda f: (f['boxes'], -f['index']))
     path = out / f'frame_{best["index"]}.png'
     with BagFrameReader(bag) as reader:
@@ -284,7 +275,7 @@ def _annotate(bag: Path, out: Path, per_frame: list[dict], received: dict, gt_ms
             pred = detections_from_msg(received[frame.stamp_ns][0], labels)
             gt = detections_from_msg(gt_msgs[frame.stamp_ns], labels) if frame.stamp_ns in gt_msgs else None
             rgb = to_rgb(frame.rgb, frame.encoding)
-            img = E.annotate_frame(rgb, frame.K, pred, gt, labels, 0.0, scale=_scale(rgb))
+            img = E.annotate_frame(rgb, frame.K, pred, gt, labels, 0.0, scale=legible_scale(rgb))
             cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
             break
     return path

@@ -35,7 +35,7 @@ from ..node_params import defaults, effective_score_threshold, tracker_config
 from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics
 
-__all__ = ['BagEvaluation', 'evaluate_bag', 'main', 'build_parser']
+__all__ = ['BagEvaluation', 'evaluate_bag', 'main', 'build_parser', 'legible_scale']
 
 _EVAL_DEFAULTS = E.build_parser()      # decoding / drawing defaults shared with evaluation/evaluate.py
 
@@ -161,14 +161,14 @@ def write_outputs(res: BagEvaluation, out: Path, draw_threshold: float | None) -
         written += E.write_figures(out, {'preds': res.preds, 'gts': res.gts, 'seeds': res.indices}, res.summary,
                                    None, res.labels, num_draw=0, draw_threshold=thr)
     for index, d in sorted(res.drawn.items()):
-        img = E.annotate_frame(d.rgb, d.K, d.pred, d.gt, res.labels, thr, scale=_scale(d.rgb))
+        img = E.annotate_frame(d.rgb, d.K, d.pred, d.gt, res.labels, thr, scale=legible_scale(d.rgb))
         path = out / f'frame_{index}.png'
         cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
         written.append(path)
     return written
 
 
-def _scale(rgb: np.ndarray) -> int:
+def legible_scale(rgb: np.ndarray) -> int:
     """Upscaling that makes small frames legible (>= ~480 px tall), as the evaluator does for 128x128."""
     return max(1, int(np.ceil(480 / max(1, rgb.shape[0]))))
 
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(dst)
         write_output_bag(args.bag, dst, res.outputs.messages, storage)
         report['output_bag'] = str(dst)
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     print(summary_text(report))
     print(f'wrote {out / "metrics.json"}, {len(written)} figures'
           + (f' and the bag {report["output_bag"]}' if 'output_bag' in report else '') + f' to {out}')

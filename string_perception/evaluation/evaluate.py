@@ -329,13 +329,13 @@ def main(argv: list[str] | None = None) -> int:
         'metrics_seconds': t_metrics,
     }
     curves = {k: report['metrics'].pop(k, {}) for k in ('pr_curves', 'pr_curves_sym')}
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=_json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=json_default) + '\n')
     summary.update(curves)
     written = write_figures(out, res, summary, dataset, model_cfg.class_names, args.num_draw, args.draw_threshold)
     print(json.dumps({'headline': report['headline'], 'f1_threshold_25': report['f1_threshold_25'],
                       'precision80_threshold_25': report['precision80_threshold_25'],
                       'num_frames': report['num_frames'],
-                      'num_objects': report['num_objects']}, default=_json_default))
+                      'num_objects': report['num_objects']}, default=json_default))
     print(format_breakdown(summary['breakdown']))
     print(f'wrote {out / "metrics.json"} and {len(written)} figures to {out}')
     return 0
@@ -408,7 +408,8 @@ def _kv(text: str):
     return kv(text)
 
 
-def _json_default(o):
+def json_default(o):
+    """``json.dumps(..., default=json_default)``: numpy arrays as lists, numpy scalars as Python numbers."""
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, np.generic):

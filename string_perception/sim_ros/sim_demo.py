@@ -162,7 +162,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     report = {'cell': args.cell, 'motion': args.motion, 'frames': len(gts), 'answered': len(per_frame),
               'labels': labels, 'headline': E.headline(summary), 'metrics': summary, 'per_frame': per_frame,
               'image': None if image is None else image.name}
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     print(f'[sim_demo] wrote {out / "metrics.json"}' + (f' and {image}' if image else ''), flush=True)
     return 0
 
