@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from ..dds_env import apply_dds_env
 from .reader import BagError, open_bag
 from .ros_io import message_class, parse_remaps, playback_qos
 
@@ -222,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f'string-perception-play: {e}', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from ..dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     import rclpy
     rclpy.init(args=None)
