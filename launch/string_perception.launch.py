@@ -5,7 +5,7 @@
     ros2 launch string_perception string_perception.launch.py camera:=/camera depth:=/camera/depth/image_raw
     ros2 launch string_perception string_perception.launch.py config:=my.yaml      # my.yaml's model_path is used
 
-Inputs: ``driver`` (a driver version's topic layout: ``string_perception/ros/launch_setup.DRIVERS`` and the README's
+Inputs: ``driver`` (a driver version's topic layout: ``string_perception/ros/launch_setup.DRIVERS`` and docs/node.md's
 table), ``camera_name`` / ``camera_namespace`` (the values given to the driver's own launch; empty = its defaults),
 ``camera`` (the whole topic prefix, replacing the preset's), ``image`` / ``depth`` / ``camera_info`` (full topic
 names). Node: ``namespace``, ``node_name``, ``config`` (parameters file), and ``model_path`` / ``autostart`` /

@@ -170,7 +170,7 @@ def test_every_driver_preset_gives_three_distinct_absolute_topics(driver):
     assert (REPO / 'config' / LS.DRIVERS[driver].params_file).is_file()
 
 
-# Each driver version's layout, read from its source (see DriverPreset.checked and the README's driver table):
+# Each driver version's layout, read from its source (see DriverPreset.checked and docs/node.md's driver table):
 # (driver, camera_name, camera_namespace) -> image, depth, camera_info, colour optical frame.
 PRESETS = {
     ('realsense', '', ''): ('/camera/camera/color/image_raw', '/camera/camera/aligned_depth_to_color/image_raw',
@@ -204,13 +204,13 @@ def test_driver_presets_follow_each_driver_version(key):
     assert (t['image'], t['depth'], t['camera_info'], t['frame']) == PRESETS[key]
 
 
-def test_readme_driver_table_names_every_preset_its_version_and_file():
-    text = (REPO / 'README.md').read_text()
+def test_docs_driver_table_names_every_preset_its_version_and_file():
+    text = (REPO / 'docs' / 'node.md').read_text()
     rows = {line.split('|')[1].strip(' `').split('`')[0].removeprefix('driver:='): line
             for line in text.splitlines() if line.startswith('| `') and 'driver' not in line.split('|')[1]}
     for key, preset in LS.DRIVERS.items():
         row = rows.get(key)
-        assert row is not None, f'README driver table has no row for {key}'
+        assert row is not None, f'docs/node.md driver table has no row for {key}'
         assert preset.driver in row and preset.params_file in row
         assert LS.camera_topics(key)['image'] in row and LS.camera_topics(key)['depth'] in row
 

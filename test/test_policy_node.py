@@ -322,16 +322,16 @@ def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatc
             rclpy.shutdown(context=ctx)
 
 
-def test_readme_policy_tables_are_generated_where_the_markers_are():
+def test_policy_tables_are_generated_between_their_markers():
     from string_perception.ros import interface as I
-    readme = (I.MARKERS['parameters'][0] + '\nold\n' + I.MARKERS['parameters'][1] + '\n' + I.MARKERS['topics'][0]
-              + '\nold\n' + I.MARKERS['topics'][1] + '\n')
-    assert I.MARKERS['policy_parameters'][0] not in I.render_readme(readme)       # optional: absent stays absent
-    both = readme + '\n'.join(f'{I.MARKERS[k][0]}\nold\n{I.MARKERS[k][1]}' for k in I.OPTIONAL_MARKERS) + '\n'
-    text = I.render_readme(both)
+    keys = ('policy_parameters', 'policy_topics')
+    page = '\n'.join(f'{I.MARKERS[k][0]}\nold\n{I.MARKERS[k][1]}' for k in keys) + '\n'
+    text = I.render_tables(page, keys)
     rows = text.split(I.MARKERS['policy_parameters'][0])[1].split(I.MARKERS['policy_parameters'][1])[0]
     assert [r.split('|')[1].strip(' `') for r in rows.strip().splitlines()[2:]] == [p.name for p in PP.PARAMS]
     topics = text.split(I.MARKERS['policy_topics'][0])[1].split(I.MARKERS['policy_topics'][1])[0]
     assert [r.split('|')[2].strip(' `') for r in topics.strip().splitlines()[2:]] == [t.name for t in
                                                                                       I.POLICY_TOPICS]
-    assert I.render_readme(text) == text
+    assert I.render_tables(text, keys) == text
+    with pytest.raises(ValueError, match='<!-- parameters:begin'):               # the node's are not on this page
+        I.render_tables(text, ('parameters',))

@@ -1,14 +1,15 @@
-"""README's bad-input table has one row per catalogue item of the DDS test (test_node_bad_input.py), in its order,
-with the /diagnostics key the test checks, and says refused / processed as the test expects."""
+"""The bad-input table of docs/reliability.md has one row per catalogue item of the DDS test
+(test_node_bad_input.py), in its order, with the /diagnostics key the test checks, and says refused / processed as the
+test expects."""
 from pathlib import Path
 
 from reliability_peers import COMPRESSED_ITEMS, ITEMS
 
-README = Path(__file__).resolve().parent.parent / 'README.md'
+PAGE = Path(__file__).resolve().parent.parent / 'docs' / 'reliability.md'
 
 
 def _rows():
-    section = README.read_text().split('### Bad-input catalogue', 1)[1]
+    section = PAGE.read_text().split('\n## Bad-input catalogue\n', 1)[1].split('\n## ', 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith('| `')]
     out = []
     for ln in lines:

@@ -1,6 +1,6 @@
-"""README: its first lines keep the two commands; its parameter and topic tables equal what scripts/readme_tables.py
-generates from node_params.PARAMS and ros/interface.TOPICS; and TOPICS is what a running node really subscribes and
-publishes (names and types, in both input transports)."""
+"""README: its first lines keep the two commands. docs/node.md: its parameter and topic tables equal what
+scripts/readme_tables.py generates from node_params.PARAMS and ros/interface.TOPICS (docs/policy.md: the policy node's);
+and TOPICS is what a running node really subscribes and publishes (names and types, in both input transports)."""
 import os
 import subprocess
 import sys
@@ -11,6 +11,7 @@ import pytest
 
 from string_perception.ros import interface as I
 from string_perception import node_params as P
+from string_perception.ros import policy_params as PP
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,25 +22,48 @@ def test_readme_starts_with_the_two_commands():
     assert any(line.startswith('make demo') for line in head) and any(line.startswith('make test') for line in head)
 
 
-def test_readme_tables_are_generated_from_the_declarations():
-    text = (REPO / 'README.md').read_text()
-    assert I.render_readme(text) == text, 'run: python scripts/readme_tables.py'
-    table = text.split(I.MARKERS['parameters'][0])[1].split(I.MARKERS['parameters'][1])[0]
-    assert [row.split('|')[1].strip(' `') for row in table.strip().splitlines()[2:]] == [p.name for p in P.PARAMS]
-    topics = text.split(I.MARKERS['topics'][0])[1].split(I.MARKERS['topics'][1])[0]
-    assert len(topics.strip().splitlines()) == 2 + len(I.TOPICS)
+def _block(text: str, key: str) -> list[str]:
+    """The lines of the generated table ``key`` in ``text`` (header and separator included)."""
+    return text.split(I.MARKERS[key][0])[1].split(I.MARKERS[key][1])[0].strip().splitlines()
+
+
+def test_docs_tables_are_generated_from_the_declarations():
+    assert I.TABLE_PAGES == {'docs/node.md': ('parameters', 'topics'),
+                             'docs/policy.md': ('policy_parameters', 'policy_topics')}
+    for page, keys in I.TABLE_PAGES.items():
+        text = (REPO / page).read_text()
+        assert I.render_tables(text, keys) == text, f'{page}: run python scripts/readme_tables.py'
+    node = (REPO / 'docs' / 'node.md').read_text()
+    assert [row.split('|')[1].strip(' `') for row in _block(node, 'parameters')[2:]] == [p.name for p in P.PARAMS]
+    assert [row.split('|')[2].strip(' `') for row in _block(node, 'topics')[2:]] == [t.name for t in I.TOPICS]
+    policy = (REPO / 'docs' / 'policy.md').read_text()
+    assert [row.split('|')[1].strip(' `') for row in _block(policy, 'policy_parameters')[2:]] == [
+        p.name for p in PP.PARAMS]
+    assert [row.split('|')[2].strip(' `') for row in _block(policy, 'policy_topics')[2:]] == [
+        t.name for t in I.POLICY_TOPICS]
+    readme = (REPO / 'README.md').read_text()
+    assert not any(begin in readme for begin, _ in I.MARKERS.values())     # the tables live in the docs pages only
 
 
 def test_script_checks_and_rewrites(tmp_path):
-    readme = tmp_path / 'README.md'
-    stale = (REPO / 'README.md').read_text().replace('| `nms_iou` |', '| `nms_iou_old` |')
-    readme.write_text(stale)
-    script = [sys.executable, str(REPO / 'scripts' / 'readme_tables.py'), '--readme', str(readme)]
-    assert subprocess.run([*script, '--check'], capture_output=True).returncode == 1
+    (tmp_path / 'docs').mkdir()
+    for page in I.TABLE_PAGES:
+        (tmp_path / page).write_text((REPO / page).read_text())
+    node = tmp_path / 'docs' / 'node.md'
+    node.write_text(node.read_text().replace('| `nms_iou` |', '| `nms_iou_old` |'))
+    policy = tmp_path / 'docs' / 'policy.md'
+    policy.write_text(policy.read_text().replace('| `on_miss` |', '| `on_miss_old` |'))
+    script = [sys.executable, str(REPO / 'scripts' / 'readme_tables.py'), '--root', str(tmp_path)]
+    check = subprocess.run([*script, '--check'], capture_output=True, text=True)
+    assert check.returncode == 1 and 'node.md' in check.stdout and 'policy.md' in check.stdout
     assert subprocess.run(script, capture_output=True).returncode == 0
-    assert readme.read_text() == (REPO / 'README.md').read_text()
+    for page in I.TABLE_PAGES:
+        assert (tmp_path / page).read_text() == (REPO / page).read_text(), page
+    assert subprocess.run([*script, '--check'], capture_output=True).returncode == 0
     with pytest.raises(ValueError, match='parameters:begin'):
         I.replace_between_markers('no markers here', 'parameters', 'x')
+    with pytest.raises(ValueError, match='policy_topics:begin'):
+        I.render_tables((REPO / 'docs' / 'node.md').read_text(), ('policy_topics',))
 
 
 def _resolve(name: str, node: str, ns: str = '') -> str:

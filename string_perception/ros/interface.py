@@ -1,11 +1,11 @@
-"""The node's ROS interface as data, and the README tables generated from it (and from ``params.PARAMS``).
+"""The node's ROS interface as data, and the docs tables generated from it (and from ``params.PARAMS``).
 
 :data:`TOPICS` lists every topic the node subscribes or publishes: name (relative names are remapped, ``~/``
 is the node's namespace), message type, QoS and when messages flow. ``test/test_readme_tables.py`` checks the list
-against a running node and the README's tables against :func:`parameter_table` / :func:`topic_table`;
-``scripts/readme_tables.py`` rewrites the README between the markers. ROS-free. :data:`POLICY_TOPICS` and
-``policy_params.PARAMS`` are the policy node's (``ros/policy_node.py``), written where the README has the
-``policy_parameters`` / ``policy_topics`` markers.
+against a running node and the tables in ``docs/node.md`` against :func:`parameter_table` / :func:`topic_table`;
+``scripts/readme_tables.py`` rewrites every page of :data:`TABLE_PAGES` between its markers. ROS-free.
+:data:`POLICY_TOPICS` and ``policy_params.PARAMS`` are the policy node's (``ros/policy_node.py``), written into
+``docs/policy.md``.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from .. import node_params as P
 from . import policy_params as PP
 
-__all__ = ['Topic', 'TOPICS', 'POLICY_TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS']
+__all__ = ['Topic', 'TOPICS', 'POLICY_TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS',
+           'TABLE_PAGES', 'render_tables']
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ MARKERS = {'parameters': ('<!-- parameters:begin (scripts/readme_tables.py) -->'
            'policy_parameters': ('<!-- policy_parameters:begin (scripts/readme_tables.py) -->',
                                  '<!-- policy_parameters:end -->'),
            'policy_topics': ('<!-- policy_topics:begin (scripts/readme_tables.py) -->', '<!-- policy_topics:end -->')}
-OPTIONAL_MARKERS = ('policy_parameters', 'policy_topics')   # filled when the README has them
+# Which generated tables each docs page holds (paths relative to the repository root).
+TABLE_PAGES = {'docs/node.md': ('parameters', 'topics'), 'docs/policy.md': ('policy_parameters', 'policy_topics')}
 
 
 def _cell(text: str) -> str:
@@ -123,17 +125,25 @@ def replace_between_markers(text: str, key: str, body: str) -> str:
     begin, end = MARKERS[key]
     pattern = re.compile(re.escape(begin) + r'\n.*?' + re.escape(end), re.S)
     if not pattern.search(text):
-        raise ValueError(f'README has no {begin} ... {end} block')
+        raise ValueError(f'the page has no {begin} ... {end} block')
     return pattern.sub(lambda _m: f'{begin}\n{body}\n{end}', text, count=1)
 
 
-def render_readme(text: str) -> str:
-    """The README with the generated tables brought up to date (the policy node's where it has their markers)."""
-    from . import policy_params as PP
-    text = replace_between_markers(text, 'parameters', parameter_table())
-    text = replace_between_markers(text, 'topics', topic_table())
-    for key, body in (('policy_parameters', lambda: parameter_table(PP.PARAMS)),
-                      ('policy_topics', lambda: topic_table(POLICY_TOPICS))):
-        if MARKERS[key][0] in text:
-            text = replace_between_markers(text, key, body())
+def _table(key: str) -> str:
+    if key == 'parameters':
+        return parameter_table()
+    if key == 'topics':
+        return topic_table()
+    if key == 'policy_parameters':
+        return parameter_table(PP.PARAMS)
+    if key == 'policy_topics':
+        return topic_table(POLICY_TOPICS)
+    raise KeyError(key)
+
+
+def render_tables(text: str, keys: tuple[str, ...]) -> str:
+    """``text`` (a docs page) with the generated tables of ``keys`` (keys of :data:`MARKERS`) brought up to date;
+    ValueError if the page lacks the markers of one of them."""
+    for key in keys:
+        text = replace_between_markers(text, key, _table(key))
     return text
