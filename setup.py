@@ -38,11 +38,11 @@ setup(
             'string-perception-record = string_perception.bags.record:main',
             'string-perception-eval = string_perception.bags.eval_bag:main',
             'string-perception-demo = string_perception.demo:main',
-            'string-perception-sim = string_perception.ros.sim_camera:main',
+            'string-perception-sim = string_perception.sim_ros.sim_camera:main',
             'string-perception-train-policy = string_perception.policy.train_bc:main',
             'string-perception-train-localiser = string_perception.policy.train_localiser:main',
             'string_perception_policy = string_perception.ros.policy_node:main',
-            'string-perception-sim-aloha = string_perception.ros.sim_aloha_loop:main',
+            'string-perception-sim-aloha = string_perception.sim_ros.sim_aloha_loop:main',
         ],
     },
 )

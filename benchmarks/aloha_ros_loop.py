@@ -93,7 +93,7 @@ def run_offline(perception: str, policy: str, seeds: list[int], steps: int, trac
 def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Path, domain: int,
             depth_encoding: str, trace: Path | None = None) -> dict:
     from string_perception.child_process import ChildProcess
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import READY_LINE as NODE_READY, node_command
     from string_perception.ros.policy_node import READY_LINE as POLICY_READY, policy_node_command
     env = merged_dds_env(domain)
@@ -112,7 +112,7 @@ def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Pa
     try:
         if not (procs[0].wait_for_line(NODE_READY, 180) and procs[1].wait_for_line(POLICY_READY, 180)):
             raise RuntimeError('nodes did not start:\n' + '\n'.join(p.log() for p in procs))
-        sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.ros.sim_aloha_loop', '--seeds',
+        sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.sim_ros.sim_aloha_loop', '--seeds',
                                    *map(str, seeds), '--steps', str(steps), '--out', str(out),
                                    '--depth-encoding', depth_encoding,
                                    *(['--trace-dir', str(trace)] if trace else [])], env, work / 'sim.log', cwd=REPO)

@@ -51,11 +51,11 @@ VARIANTS = {
     'threads2': {**OLD, 'intra_op_threads': 2},
     'events': {**OLD, 'executor': 'events'},
     'multi_threaded': {**OLD, 'executor': 'multi_threaded'},
-    'new': {},                                 # the node's defaults (ros/params.py)
+    'new': {},                                 # the node's defaults (node_params.py)
     # issue 22, second round: the defaults before it (rclpy-converted images, new output messages per frame, worker
     # hand-off), each cut on its own over those, then together
     'before_cuts': BEFORE_CUTS,
-    'raw_input': {**BEFORE_CUTS, 'raw_image_input': True},   # serialized Image read by ros/image_cdr.py
+    'raw_input': {**BEFORE_CUTS, 'raw_image_input': True},   # serialized Image read by codec/image_cdr.py
     # pipeline in the synchroniser callback (no worker hand-off); input queues of 1 so that DDS keeps only the
     # newest frame while the model runs (latest wins, as the worker's hand-off does)
     'inline': {**BEFORE_CUTS, 'inline_processing': True, **INPUT_DEPTH_1},
@@ -100,7 +100,7 @@ def make_frames(distinct: int):
 
 def bare_pipeline(model: str, frames, rate: float, seconds: float, params: dict) -> list[float]:
     """``runtime.Pipeline`` total ms per frame (preprocess + inference + postprocess + tracking), paced at ``rate``."""
-    from string_perception.ros import params as P
+    from string_perception import node_params as P
     from string_perception.runtime import Pipeline
     cfg = {**P.defaults(), **params}
     pipe = Pipeline(model, providers=('CPUExecutionProvider',), intra_op_threads=cfg['intra_op_threads'] or None,
@@ -123,7 +123,7 @@ def bare_pipeline(model: str, frames, rate: float, seconds: float, params: dict)
 def run_node(a, model: str, params: dict, work: Path, domain: int) -> dict:
     """Node + camera publisher for ``a.duration`` s; the per-frame stage records, frames sent, RSS samples."""
     from string_perception.child_process import ChildProcess
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import READY_LINE, node_command
     env = merged_dds_env(domain)
     env['PYTHONUNBUFFERED'] = '1'

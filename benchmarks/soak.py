@@ -4,7 +4,7 @@
     python -m benchmarks.soak --rate 200 --duration 10 --json burst.json         # 200 Hz burst
     python -m benchmarks.soak --rate 30 --duration 12 --restart-at 5 --restart-gap 2   # camera restarts
 
-Three processes on their own ROS_DOMAIN_ID with the shipped loopback Fast DDS profile (``ros.dds_env``): the node
+Three processes on their own ROS_DOMAIN_ID with the shipped loopback Fast DDS profile (``dds_env``): the node
 (``python -m string_perception.ros.node``, CPU provider unless --providers), a publisher playing generated
 640x480 rgb8 + 16UC1 + CameraInfo frames (best effort, stamped at publish time) at --rate, and a listener
 recording every Detection3DArray (receive time - header stamp = end-to-end latency) and the node's /diagnostics.
@@ -102,7 +102,7 @@ def role_publish(a) -> int:
     import rclpy
     from sensor_msgs.msg import CameraInfo, Image
 
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     from string_perception.scenes import SceneConfig, generate_frame
 
     rclpy.init()
@@ -193,7 +193,7 @@ def role_listen(a) -> int:
 
 # ------------------------------------------------------------------------------------------------ orchestrator
 def _env(domain: int, localhost_range: bool | None = None) -> dict:
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     env = merged_dds_env(domain, localhost_only=localhost_range)
     env['PYTHONUNBUFFERED'] = '1'
     env['PYTHONPATH'] = os.pathsep.join(p for p in (str(REPO), env.get('PYTHONPATH', '')) if p)
@@ -334,7 +334,7 @@ def main(argv=None) -> int:
     ap.add_argument('--sample', type=float, default=1.0, help='seconds between RSS samples')
     ap.add_argument('--distinct', type=int, default=4, help='distinct scenes the publisher cycles through')
     ap.add_argument('--discovery-range', choices=('default', 'localhost', 'subnet'), default='default',
-                    help='ROS_AUTOMATIC_DISCOVERY_RANGE (default: as ros/dds_env.py sets it: SUBNET with the profile)')
+                    help='ROS_AUTOMATIC_DISCOVERY_RANGE (default: as dds_env.py sets it: SUBNET with the profile)')
     ap.add_argument('--workdir', default='', help='logs and intermediate files (default: a temporary dir)')
     ap.add_argument('--json', default='', help='write the figures here')
     # roles

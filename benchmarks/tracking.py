@@ -99,7 +99,7 @@ def worst_case_ms(config: TrackerConfig, detections: int, repeats: int = 20) -> 
 
 
 def model_detections(model: str, seqs):
-    from string_perception.ros.params import effective_score_threshold
+    from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
     pipe = Pipeline(model, providers=('CPUExecutionProvider',))
     pipe.set_params(score_threshold=effective_score_threshold(-1.0, pipe.model.metadata))

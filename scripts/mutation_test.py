@@ -37,7 +37,7 @@ MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
                 ('test/test_metrics.py', 'test/test_known_answers_ap3d.py')),
     'iou3d': ('string_perception/iou3d.py',
               ('test/test_iou3d.py', 'test/test_known_answers_iou3d.py')),
-    'params': ('string_perception/ros/params.py',
+    'params': ('string_perception/node_params.py',
                ('test/test_node_params.py', 'test/test_node_params_live.py')),
     'assignment': ('string_perception/assignment.py', ('test/test_assignment.py',)),
     'dense_criterion': ('string_perception/training/dense_criterion.py',

@@ -1,5 +1,5 @@
 """Rewrite the generated tables of the docs pages (ros/interface.TABLE_PAGES): the node's parameters from
-ros/params.PARAMS and topics from ros/interface.TOPICS in docs/node.md, the policy node's in docs/policy.md.
+node_params.PARAMS and topics from ros/interface.TOPICS in docs/node.md, the policy node's in docs/policy.md.
 
     python scripts/readme_tables.py           # rewrite the pages in place
     python scripts/readme_tables.py --check   # exit 1 if a page is out of date (test/test_readme_tables.py)

@@ -197,7 +197,7 @@ def project_points(points, K, min_depth: float = 1e-6) -> np.ndarray:
     """Pinhole projection of camera-frame ``points[..., 3]`` with ``K[3,3]`` -> pixel ``uv[..., 2]``.
 
     Points with ``z <= min_depth`` (behind or on the camera plane) project to NaN; callers drawing segments
-    should clip them to ``z > 0`` first (see ``evaluation/draw.py``).
+    should clip them to ``z > 0`` first (see ``runtime/draw.py``).
     """
     p = np.asarray(points, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)

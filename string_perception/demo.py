@@ -4,7 +4,7 @@
     python -m string_perception.demo --model my.onnx --bag my_bag --rate 0.5 --out out/demo
 
 1. starts the node (``ros/node.py``, in a subprocess, via ``node_command``) on its own ROS_DOMAIN_ID with the
-   loopback-only DDS profile (``ros/dds_env.py``), its inputs remapped to the bag's camera topics;
+   loopback-only DDS profile (``dds_env.py``), its inputs remapped to the bag's camera topics;
 2. plays the bag's camera topics into it (``bags/play.BagPlayer``, original 30 Hz timing times ``--rate``);
 3. listens to ``/string_perception/detections`` and prints one line per frame (boxes, best 3D IoU against the
    bag's ``/ground_truth/detections``, latency from publishing the colour image to receiving the boxes);
@@ -25,9 +25,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import metrics
+from .bags.eval_bag import latency_stats, legible_scale, summary_text
+from .bags.play import BagPlayer
+from .bags.reader import BagError, BagFrameReader, header_of, open_bag
+from .bags.sample import default_sample_path
+from .bags.topics import COMPRESSED
+from .bags.typestore import make_typestore
 from .child_process import ChildProcess
+from .codec.detection_msgs import detections_from_msg, label_map, stamp_to_ns
+from .dds_env import MAX_DOMAIN_ID, apply_dds_env, merged_dds_env
+from .evaluation import evaluate as E
+from .paths import model_file
+from .runtime.preprocess import to_rgb
+from .scenes import CLASS_NAMES
 
-__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME']
+__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'DetectionListener', 'default_model', 'label_list', 'frame_line']
 
 DEMO_NODE_NAME = 'string_perception_demo'
 DETECTIONS_TOPIC = '/string_perception/detections'
@@ -36,9 +49,10 @@ NODE_START_TIMEOUT_S = 60.0
 SETTLE_S = 2.0               # wait this long after the last frame for the node's last answers
 
 
-def _default_model() -> Path:
-    from .paths import model_file
-    from .ros.node import DEFAULT_MODEL
+def default_model() -> Path:
+    """The bundled model the demos run by default: ``models/<ros.node.DEFAULT_MODEL>`` (installed share dir or the
+    source tree; the relative path when neither has it, for the caller's not-found message)."""
+    from .ros.node import DEFAULT_MODEL    # rclpy at import: only when the demo runs
     try:
         return model_file(DEFAULT_MODEL)
     except FileNotFoundError:
@@ -64,7 +78,6 @@ class DetectionListener:
     def __init__(self, node):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from vision_msgs.msg import Detection3DArray, LabelInfo
-        from .ros.messages import label_map
         self.received: dict[int, tuple[Any, float]] = {}        # colour stamp ns -> (Detection3DArray, monotonic)
         self.id_names: dict[int, str] | None = None             # from ~/label_info
         self.last = time.monotonic()
@@ -76,7 +89,6 @@ class DetectionListener:
                                             durability=DurabilityPolicy.TRANSIENT_LOCAL))
 
     def _on_msg(self, msg) -> None:
-        from .ros.messages import stamp_to_ns
         with self.lock:
             self.received[stamp_to_ns(msg.header.stamp)] = (msg, time.monotonic())
             self.last = time.monotonic()
@@ -84,8 +96,6 @@ class DetectionListener:
 
 def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     """Header stamp -> ground-truth Detection3DArray (rosbags object) of the bag."""
-    from .bags.reader import open_bag
-    from .bags.typestore import make_typestore
     store, out = make_typestore(), {}
     reader = open_bag(bag)
     try:
@@ -98,10 +108,9 @@ def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     return out
 
 
-def _label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
+def label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
     """The node's classes in id order (its LabelInfo; else the scene classes), then any other class name that
     older messages (class_id = name) use."""
-    from .scenes import CLASS_NAMES
     names = [id_names[k] for k in sorted(id_names)] if id_names else list(CLASS_NAMES)
     for m in msgs:
         for d in m.detections:
@@ -112,8 +121,9 @@ def _label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
     return names
 
 
-def _frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str], latency_ms: float | None) -> str:
-    from . import metrics
+def frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[str], latency_ms: float | None) -> str:
+    """The demos' line for frame ``i``: its boxes (class, score), with ``gt`` the number of true objects and the
+    mean best class-aware 3D IoU, with ``latency_ms`` the latency."""
     boxes = ', '.join(f'{n} {s:.2f}' for n, s in zip(pred['class_names'], pred['scores'])) or '-'
     line = f'frame {i:3d} stamp {stamp / 1e9:.3f}: {len(pred["scores"])} boxes [{boxes}]'
     if gt is not None:
@@ -126,13 +136,9 @@ def _frame_line(i: int, stamp: int, pred: dict, gt: dict | None, labels: list[st
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from .bags.reader import BagError, BagFrameReader
-    from .bags.sample import default_sample_path
-    from .bags.topics import COMPRESSED
-    from .ros.dds_env import MAX_DOMAIN_ID, merged_dds_env
-    from .ros.node import READY_LINE, node_command
+    from .ros.node import READY_LINE, node_command    # rclpy at import: only when the demo runs
 
-    model = Path(args.model) if args.model else _default_model()
+    model = Path(args.model) if args.model else default_model()
     if not model.is_file():
         print(f'string-perception-demo: model {model} not found. The bundled model models/vitd_workcell.onnx '
               f'ships with the repository once released; until then pass --model PATH (an ONNX file from '
@@ -185,12 +191,6 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from .bags.eval_bag import latency_stats, summary_text
-    from .bags.play import BagPlayer
-    from .bags.reader import header_of
-    from .evaluation import evaluate as E
-    from .ros.dds_env import apply_dds_env
-    from .ros.messages import detections_from_msg
 
     apply_dds_env(domain)
     rclpy.init(args=None)
@@ -227,7 +227,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
     gt_msgs = _ground_truth(bag, topics['ground_truth']) if topics.get('ground_truth') else {}
     with listener.lock:
         received = dict(listener.received)
-    labels = _label_list(listener.id_names, *gt_msgs.values(), *(m for m, _ in received.values()))
+    labels = label_list(listener.id_names, *gt_msgs.values(), *(m for m, _ in received.values()))
     order = sorted(published)
     preds, gts, per_frame, latencies = [], [], [], []
     for i, stamp in enumerate(order):
@@ -239,7 +239,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
         gt = detections_from_msg(gt_msgs[stamp], labels) if stamp in gt_msgs else None
         latency_ms = (t_recv - published[stamp]) * 1e3
         latencies.append({'total_ms': latency_ms})
-        print(_frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
+        print(frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
         per_frame.append({'index': i, 'stamp_ns': stamp, 'boxes': len(pred['scores']), 'latency_ms': latency_ms,
                           'classes': pred['class_names'], 'scores': pred['scores'].tolist()})
         if gt is not None:
@@ -256,7 +256,7 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
               'operating_threshold': None, 'latency_ms': latency_stats(latencies),
               'headline': E.headline(summary) if summary else None, 'metrics': summary, 'frames': per_frame}
     print(summary_text(report).replace('frames on node: latency', 'frames answered by the node: latency'))
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     image = _annotate(bag, out, per_frame, received, gt_msgs, labels)
     print(f'[demo] wrote {out / "metrics.json"} and {image}', flush=True)
     return 0
@@ -266,11 +266,6 @@ def _annotate(bag: Path, out: Path, per_frame: list[dict], received: dict, gt_ms
     """The answered frame with the most boxes, drawn with the node's boxes (red) and the true ones (green)."""
     import cv2
 
-    from .bags.eval_bag import _scale
-    from .bags.reader import BagFrameReader
-    from .evaluation import evaluate as E
-    from .ros.messages import detections_from_msg
-    from .runtime.preprocess import to_rgb
     best = max(per_frame, key=lambda f: (f['boxes'], -f['index']))
     path = out / f'frame_{best["index"]}.png'
     with BagFrameReader(bag) as reader:
@@ -280,7 +275,7 @@ def _annotate(bag: Path, out: Path, per_frame: list[dict], received: dict, gt_ms
             pred = detections_from_msg(received[frame.stamp_ns][0], labels)
             gt = detections_from_msg(gt_msgs[frame.stamp_ns], labels) if frame.stamp_ns in gt_msgs else None
             rgb = to_rgb(frame.rgb, frame.encoding)
-            img = E.annotate_frame(rgb, frame.K, pred, gt, labels, 0.0, scale=_scale(rgb))
+            img = E.annotate_frame(rgb, frame.K, pred, gt, labels, 0.0, scale=legible_scale(rgb))
             cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
             break
     return path

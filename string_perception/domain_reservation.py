@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .ros.dds_env import MAX_DOMAIN_ID
+from .dds_env import MAX_DOMAIN_ID
 
 __all__ = ['LOCK_DIR', 'reserved_domain_id']
 

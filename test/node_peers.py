@@ -28,7 +28,7 @@ def frame_publisher(a) -> int:
     import rclpy
     from sensor_msgs.msg import CameraInfo, Image
 
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     from string_perception.scenes import SceneConfig, generate_frame
     from string_perception.scenes.sequence import SequenceConfig, generate_sequence
 
@@ -85,7 +85,7 @@ def output_listener(a) -> int:
     from vision_msgs.msg import Detection3DArray, LabelInfo
     from visualization_msgs.msg import MarkerArray
 
-    from string_perception.ros.messages import image_to_tensor, stamp_to_ns
+    from string_perception.codec.detection_msgs import image_to_tensor, stamp_to_ns
 
     rclpy.init()
     node = rclpy.create_node('sp_test_output_listener')

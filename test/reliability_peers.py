@@ -101,7 +101,7 @@ def _k(fx, fy, cx, cy):
 def _msgs(rgb, depth, depth_enc, K, info_hw=None):
     from sensor_msgs.msg import CameraInfo
 
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     img = array_to_imgmsg(rgb, 'rgb8')
     dep = array_to_imgmsg(depth, depth_enc)
     h, w = info_hw or rgb.shape[:2]
@@ -129,7 +129,7 @@ def compressed_colour(rgb, data: bytes | None = None, fmt: str = 'jpeg'):
     """A CompressedImage of ``rgb`` (JPEG), or carrying ``data`` as is."""
     from sensor_msgs.msg import CompressedImage
 
-    from string_perception.ros.image_conversion import array_to_compressed_imgmsg
+    from string_perception.codec.image_conversion import array_to_compressed_imgmsg
     if data is None:
         msg = array_to_compressed_imgmsg(rgb, 'jpeg', encoding='rgb8', msg_type=CompressedImage)
     else:
@@ -261,7 +261,7 @@ def catalogue(a) -> int:
     from sensor_msgs.msg import CameraInfo, Image
     from vision_msgs.msg import Detection3DArray
 
-    from string_perception.ros.messages import stamp_to_ns
+    from string_perception.codec.detection_msgs import stamp_to_ns
 
     rclpy.init()
     node = rclpy.create_node('sp_test_catalogue')

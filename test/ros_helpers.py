@@ -38,7 +38,7 @@ if str(REPO) not in sys.path:
 
 from string_perception.child_process import ChildProcess  # noqa: E402
 from string_perception.domain_reservation import reserved_domain_id  # noqa: E402,F401  (shared with benchmarks)
-from string_perception.ros.dds_env import merged_dds_env  # noqa: E402
+from string_perception.dds_env import merged_dds_env  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.ros import policy_params as PP
 from string_perception.ros.aloha_launch import SIM_TOPICS
 from string_perception.ros.launch_setup import node_fqn
-from string_perception.ros.sim_aloha_loop import build_parser
+from string_perception.sim_ros.sim_aloha_loop import build_parser
 from test_node_launch import _declared, _load, _resolve, _run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -33,7 +33,7 @@ def test_share_files_exist_and_executables_are_installed(description):
     scripts = dict(re.findall(r"'([\w-]+) = ([\w.]+):main'", (REPO / 'setup.py').read_text()))
     nodes = _by_executable(_run(description, policy_model_path='/p.onnx'))
     assert {scripts[e] for e in nodes} == {'string_perception.ros.node', 'string_perception.ros.policy_node',
-                                           'string_perception.ros.sim_aloha_loop'}
+                                           'string_perception.sim_ros.sim_aloha_loop'}
 
 
 @pytest.mark.parametrize('namespace', ['', '/cell'])

@@ -39,7 +39,7 @@ def _files(tmp_path):
 def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
     from string_perception.ros.node import READY_LINE as NODE_READY, node_command
     from string_perception.ros.policy_node import READY_LINE as POLICY_READY, policy_node_command
-    from string_perception.ros.sim_aloha_loop import EPISODE_LINE, READY_LINE
+    from string_perception.sim_ros.sim_aloha_loop import EPISODE_LINE, READY_LINE
     from string_perception.runtime import Pipeline
     from string_perception.runtime.action_chunks import TemporalEnsemble
     from string_perception.runtime.testing import linear_policy_actions
@@ -57,7 +57,7 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
             policy_path, params={'providers': ['CPUExecutionProvider']},
             remaps={'embedding': '/string_perception/embedding', 'joint_states': '/joint_states'})[1:])
         assert node.wait_for_line(NODE_READY, 120) and pol.wait_for_line(POLICY_READY, 120), pg.logs()
-        sim = pg.start_python('sim', ['-m', 'string_perception.ros.sim_aloha_loop', '--seeds', *map(str, SEEDS),
+        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_aloha_loop', '--seeds', *map(str, SEEDS),
                                       '--steps', str(STEPS), '--trace-dir', str(trace), '--out', str(out)])
         assert sim.wait(timeout=300) == 0, pg.logs()
         assert sim.wait_for_line(READY_LINE, 1), pg.logs()
@@ -84,7 +84,7 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
 def test_command_positions_are_read_by_name_and_bad_commands_refused():
     from types import SimpleNamespace as Msg
 
-    from string_perception.ros.sim_aloha_loop import _command_positions, depth_image
+    from string_perception.sim_ros.sim_aloha_loop import _command_positions, depth_image
     names = ('a', 'b', 'c')
     assert _command_positions(Msg(name=['c', 'x', 'a', 'b'], position=[3.0, 9.0, 1.0, 2.0]), names).tolist() == \
         [1.0, 2.0, 3.0]
@@ -97,9 +97,9 @@ def test_command_positions_are_read_by_name_and_bad_commands_refused():
 
 
 def test_sim_without_a_controller_exits_with_a_clear_message(tmp_path):
-    from string_perception.ros.sim_aloha_loop import READY_LINE
+    from string_perception.sim_ros.sim_aloha_loop import READY_LINE
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
-        sim = pg.start_python('sim', ['-m', 'string_perception.ros.sim_aloha_loop', '--steps', '2',
+        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_aloha_loop', '--steps', '2',
                                       '--start-timeout', '2', '--ros-args', '-r', '__node:=sim_test'])
         assert sim.wait(timeout=120) == 1, pg.logs()
         log = sim.log()

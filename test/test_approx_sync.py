@@ -282,7 +282,7 @@ def test_fallback_refuses_every_stamp_rclpy_refuses(impl, stamp):
     """The synchroniser converts stamps with rclpy.time.Time.from_msg (the real function): a plain dataclass
     stamp raises the very TypeError the real message_filters raises, a negative one its ValueError."""
     from builtin_interfaces.msg import Time as TimeMsg
-    from string_perception.ros.image_cdr import RawStamp
+    from string_perception.codec.image_cdr import RawStamp
     stamp = {'raw_stamp': RawStamp(1, 2), 'negative': TimeMsg(sec=-1, nanosec=0)}.get(stamp, stamp) \
         if isinstance(stamp, str) else stamp
     expected = _rclpy_refusal(stamp)
@@ -301,7 +301,7 @@ def test_image_cdr_stamps_are_what_rclpy_takes(impl):
     from rclpy.serialization import serialize_message
     from rclpy.time import Time
     from sensor_msgs.msg import Image
-    from string_perception.ros.image_cdr import read_image
+    from string_perception.codec.image_cdr import read_image
     img = Image(height=1, width=1, encoding='mono8', step=1, data=[7])
     img.header.stamp.sec, img.header.stamp.nanosec = 1_700_000_000, 5
     raw = read_image(serialize_message(img))

@@ -33,7 +33,7 @@ class _Listener:
     def __init__(self, monkeypatch, domain):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
-        from string_perception.ros.dds_env import merged_dds_env
+        from string_perception.dds_env import merged_dds_env
         for k, v in merged_dds_env(domain).items():
             monkeypatch.setenv(k, v)
         self.ctx = rclpy.Context()

@@ -67,7 +67,7 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
     from string_perception.bags.sample import default_sample_path
     from string_perception.bags.typestore import make_typestore
     from string_perception.ros.node import READY_LINE, node_command
-    from string_perception.ros.params import effective_score_threshold
+    from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
 
     sample = default_sample_path()

@@ -156,7 +156,7 @@ def test_the_hashes_are_the_ones_rclpy_reports_for_publishers(bags, monkeypatch)
     """A publisher of each type in the bag: the type hash rclpy reports for it on the ROS graph is the bag's."""
     import rclpy
     from string_perception.bags.ros_io import message_class
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     meta = read_metadata(bags['sqlite3'])
     types = {e['topic_metadata']['type']: e['topic_metadata']['type_description_hash']
              for e in meta['topics_with_message_count']}

@@ -85,7 +85,7 @@ def test_record_then_play_keeps_a_latched_topic_latched(tmp_path, monkeypatch):
     from string_perception.bags.play import BagPlayer
     from string_perception.bags.record import BagRecorder
     from string_perception.bags.writer import BagWriter
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
 
     def spin_until(executor, done, timeout=10.0):
         deadline = time.monotonic() + timeout

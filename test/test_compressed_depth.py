@@ -7,9 +7,9 @@ import cv2
 import numpy as np
 import pytest
 
-from string_perception.ros import compressed_depth as cd
-from string_perception.ros import image_conversion as ic
-from string_perception.ros.image_conversion import ImageEncodingError
+from string_perception.codec import compressed_depth as cd
+from string_perception.codec import image_conversion as ic
+from string_perception.codec.image_conversion import ImageEncodingError
 
 PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 

@@ -1,4 +1,4 @@
-"""Compressed images checked before decoding (ros/compressed_header.py, and the decoders that use it)."""
+"""Compressed images checked before decoding (codec/compressed_header.py, and the decoders that use it)."""
 import struct
 import zlib
 from types import SimpleNamespace
@@ -7,8 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from string_perception.ros.compressed_header import check_compressed, compressed_size
-from string_perception.ros.image_conversion import compressed_imgmsg_to_array
+from string_perception.codec.compressed_header import check_compressed, compressed_size
+from string_perception.codec.image_conversion import compressed_imgmsg_to_array
 from string_perception.runtime.errors import InputError
 from string_perception.scenes import SceneConfig, generate_frame
 
@@ -92,7 +92,7 @@ def test_a_header_size_within_the_limits_passes():
 
 
 def test_compressed_depth_png_bomb_is_refused_before_decoding():
-    from string_perception.ros.compressed_depth import HEADER, decode_compressed_depth
+    from string_perception.codec.compressed_depth import HEADER, decode_compressed_depth
     msg = SimpleNamespace(format='16UC1; compressedDepth png',
                           data=HEADER.pack(0, 0.0, 0.0) + png_claiming(50000, 50000))
     with pytest.raises(InputError, match='refused before decoding') as e:

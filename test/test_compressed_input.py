@@ -13,7 +13,7 @@ pytest.importorskip('rclpy')
 from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
 
 from string_perception.ros import compressed_input as ci  # noqa: E402
-from string_perception.ros.image_conversion import ImageEncodingError, array_to_compressed_imgmsg  # noqa: E402
+from string_perception.codec.image_conversion import ImageEncodingError, array_to_compressed_imgmsg  # noqa: E402
 
 
 def _rgb():
@@ -38,7 +38,7 @@ def test_decoded_as_image_transport_does(encoding, fmt):
     out = ci.decode_compressed_image(_compressed(src, fmt, encoding))
     assert isinstance(out, Image) and out.encoding == encoding
     assert (out.header.stamp.sec, out.header.stamp.nanosec, out.header.frame_id) == (5, 6, 'cam')
-    from string_perception.ros.image_conversion import imgmsg_to_array
+    from string_perception.codec.image_conversion import imgmsg_to_array
     got = imgmsg_to_array(out)
     if fmt == 'png':
         np.testing.assert_array_equal(got, src)

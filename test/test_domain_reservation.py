@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from string_perception.domain_reservation import reserved_domain_id
-from string_perception.ros.dds_env import MAX_DOMAIN_ID
+from string_perception.dds_env import MAX_DOMAIN_ID
 
 
 def test_nested_reservations_get_distinct_ids_and_skip_a_held_one():

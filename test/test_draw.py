@@ -1,8 +1,8 @@
-"""evaluation.draw: projected boxes change pixels where the box is, and only there."""
+"""runtime.draw: projected boxes change pixels where the box is, and only there."""
 import numpy as np
 
 from string_perception.box_ops import BOX_EDGES, box_corners, encode_box_params, project_points
-from string_perception.evaluation import draw
+from string_perception.runtime import draw
 
 K = np.array([[300.0, 0, 160], [0, 300.0, 120], [0, 0, 1]])
 H, W = 240, 320

@@ -200,7 +200,7 @@ def test_metadata_round_trip(exported, precision):
     assert md.output_layout['boxes']['fields'] == {'translation': [0, 3], 'rot6d': [3, 9], 'size': [9, 12]}
     assert md.extra['train_step'] == '5'
     assert ModelMetadata.from_props(md.to_props()) == md
-    from string_perception.ros.params import effective_score_threshold
+    from string_perception.node_params import effective_score_threshold
     assert effective_score_threshold(-1.0, md) == SCORE_THRESHOLD
 
 

@@ -1,13 +1,13 @@
-"""Header-level input checks of the node (ros/frame_checks.py), without ROS: layout, frame ids, stamps, silence."""
+"""Header-level input checks of the node (codec/frame_checks.py), without ROS: layout, frame ids, stamps, silence."""
 import numpy as np
 import pytest
 
 from types import SimpleNamespace
 
-from string_perception.ros.frame_checks import (FRAME_CHECK_KINDS, FRAME_CHECK_WARNINGS, InputWatch, StampGate,
-                                                check_camera_info, check_frame_ids, check_image_layout,
-                                                check_stamp_fields)
-from string_perception.ros.image_conversion import ImageData, array_to_imgmsg
+from string_perception.codec.frame_checks import (FRAME_CHECK_KINDS, FRAME_CHECK_WARNINGS, InputWatch, StampGate,
+                                                  check_camera_info, check_frame_ids, check_image_layout,
+                                                  check_stamp_fields)
+from string_perception.codec.image_conversion import ImageData, array_to_imgmsg
 from string_perception.runtime.errors import InputError
 
 S = 1_000_000_000

@@ -1,12 +1,12 @@
-"""ros/image_cdr.py (serialized sensor_msgs/Image -> views) against rclpy's own serialization, and its errors;
+"""codec/image_cdr.py (serialized sensor_msgs/Image -> views) against rclpy's own serialization, and its errors;
 ros/raw_input.py's subscriber passes what the reader gives and reports what it rejects."""
 import struct
 
 import numpy as np
 import pytest
 
-from string_perception.ros.image_cdr import ImageCdrError, RawImage, read_image
-from string_perception.ros.image_conversion import imgmsg_to_array
+from string_perception.codec.image_cdr import ImageCdrError, RawImage, read_image
+from string_perception.codec.image_conversion import imgmsg_to_array
 
 serialization = pytest.importorskip('rclpy.serialization')
 sensor_msgs = pytest.importorskip('sensor_msgs.msg')
@@ -81,7 +81,7 @@ def test_corrupt_buffers_are_rejected_with_their_reason(mutate, needle):
 
 
 def test_a_readable_image_with_a_wrong_encoding_or_layout_fails_the_node_checks():
-    from string_perception.ros.frame_checks import check_image_layout
+    from string_perception.codec.frame_checks import check_image_layout
     from string_perception.runtime.errors import InputError
     msg = image_msg('rgb8', 4, 4)
     msg.encoding = 'yuv422'
@@ -128,7 +128,7 @@ def test_node_counts_and_logs_unreadable_raw_images(tmp_path, monkeypatch):
     if ros_skip_reason('vision_msgs'):
         pytest.skip(ros_skip_reason('vision_msgs'))
     from rclpy.executors import SingleThreadedExecutor
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     from string_perception.runtime.testing import save_tiny_model
     model = save_tiny_model(tmp_path / 'tiny.onnx')

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from string_perception.ros import image_conversion as ic
-from string_perception.ros.image_conversion import ImageEncodingError
+from string_perception.codec import image_conversion as ic
+from string_perception.codec.image_conversion import ImageEncodingError
 
 rosbags_image = pytest.importorskip('rosbags.image')
 

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.skipif(ros_skip_reason('diagnostic_ms
 @pytest.fixture
 def dds_env(monkeypatch):
     from ros_helpers import reserved_domain_id
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     old = signal.getsignal(signal.SIGTERM)                  # run_lifecycle_node installs its own handler
     with reserved_domain_id() as domain:
         for k, v in merged_dds_env(domain).items():
@@ -25,7 +25,7 @@ def dds_env(monkeypatch):
 
 def test_qos_profile_maps_the_parameter_values():
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, ReliabilityPolicy
-    from string_perception.ros.lifecycle_node import qos_profile
+    from string_perception.qos import qos_profile
     q = qos_profile('best_effort', 3)
     assert (q.reliability, q.depth, q.history, q.durability) == (
         ReliabilityPolicy.BEST_EFFORT, 3, HistoryPolicy.KEEP_LAST, DurabilityPolicy.VOLATILE)
@@ -44,7 +44,8 @@ class _Log:
 def test_warnings_throttle_per_kind_cleanup_releases_outputs_and_no_diagnostics_after_shutdown(dds_env):
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
-    from string_perception.ros.lifecycle_node import SUCCESS, ManagedNode, qos_profile
+    from string_perception.qos import qos_profile
+    from string_perception.ros.lifecycle_node import SUCCESS, ManagedNode
     ctx = rclpy.Context()
     rclpy.init(args=['x'], context=ctx)
     node = ManagedNode('managed_node_test', context=ctx)

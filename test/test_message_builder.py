@@ -1,5 +1,5 @@
-"""ros/messages.Detection3DArrayBuilder: the same message as detections_to_msg / tracks_to_msg, frame after frame,
-while it reuses its objects (growing and shrinking), and a message serialised before the next build keeps its
+"""codec/detection_msgs.Detection3DArrayBuilder: the same message as detections_to_msg / tracks_to_msg, frame after
+frame, while it reuses its objects (growing and shrinking), and a message serialised before the next build keeps its
 content."""
 import numpy as np
 import pytest
@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip('vision_msgs.msg')
 serialization = pytest.importorskip('rclpy.serialization')
 
-from string_perception.ros.image_cdr import RawHeader, RawStamp  # noqa: E402
-from string_perception.ros.messages import Detection3DArrayBuilder, detections_to_msg  # noqa: E402
+from string_perception.codec.image_cdr import RawHeader, RawStamp  # noqa: E402
+from string_perception.codec.detection_msgs import Detection3DArrayBuilder, detections_to_msg  # noqa: E402
 from string_perception.runtime.postprocess import Detections  # noqa: E402
 
 

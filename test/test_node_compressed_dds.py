@@ -22,7 +22,7 @@ def test_node_answers_compressed_colour_and_compressed_depth(tmp_path, model_pat
     from string_perception.bags.record import RECORDING_LINE
     from string_perception.bags.typestore import make_typestore
     from string_perception.ros.node import READY_LINE, node_command
-    from string_perception.ros.params import effective_score_threshold
+    from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
 
     bag = write_bag(tmp_path / 'in', frames(6), colour='jpeg', depth='16UC1', depth_transport='compressedDepth')

@@ -24,7 +24,7 @@ FRAMES, RATE, FIRST_SEED, H, W = 60, 30.0, 2_000_000_000, 480, 640
 
 def _offline(model_path):
     """Offline pipeline results and ground truth for the frames the publisher plays."""
-    from string_perception.ros.params import effective_score_threshold
+    from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
     from string_perception.scenes import SceneConfig, generate_frame
     pipe = Pipeline(model_path, providers=('CPUExecutionProvider',))

@@ -2,7 +2,7 @@
 session options, and the default ``providers: [auto]`` never attempts TensorRT where it cannot run."""
 import pytest
 
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.runtime import onnx_runner as R
 
 TRT, CUDA, CPU = R.TRT, R.CUDA, R.CPU
@@ -56,7 +56,7 @@ def test_parameters_reach_the_onnx_runtime_session(tmp_path, model_path, monkeyp
     """The real node: parameters -> Pipeline -> OnnxModel provider options; [auto] brings no provider warning."""
     rclpy = pytest.importorskip('rclpy')
     from ros_helpers import reserved_domain_id
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     with reserved_domain_id() as domain:
         for k, v in merged_dds_env(domain).items():

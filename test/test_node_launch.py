@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from string_perception.ros import launch_setup as LS
-from string_perception.ros import params as P
-from string_perception.ros.markers import BOX_NS, TEXT_NS
+from string_perception import node_params as P
+from string_perception.codec.markers import BOX_NS, TEXT_NS
 
 REPO = Path(__file__).resolve().parent.parent
 LAUNCH = REPO / 'launch' / 'string_perception.launch.py'

@@ -39,7 +39,7 @@ def _header(sec=12, nanosec=345, frame='cam_optical'):
 # ---------------------------------------------------------------------------------------------- messages
 @needs_msgs
 def test_detections_round_trip_with_header_pose_and_results():
-    from string_perception.ros.messages import detections_from_msg, detections_to_msg
+    from string_perception.codec.detection_msgs import detections_from_msg, detections_to_msg
     d = _dets(4)
     msg = detections_to_msg(d, _header())
     assert (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id) == (12, 345, 'cam_optical')
@@ -65,7 +65,7 @@ def test_detections_round_trip_with_header_pose_and_results():
 
 
 def test_resolve_class_reads_both_conventions():
-    from string_perception.ros.messages import class_id_string, resolve_class
+    from string_perception.codec.detection_msgs import class_id_string, resolve_class
     labels = ['box', 'cylinder', 'sphere']
     assert class_id_string(np.int64(2)) == '2'
     assert resolve_class('2', labels) == (2, 'sphere')                     # new: id indexes the labels
@@ -77,7 +77,7 @@ def test_resolve_class_reads_both_conventions():
 
 @needs_msgs
 def test_label_info_and_tensor_images():
-    from string_perception.ros.messages import image_to_tensor, label_info_msg, tensor_to_image
+    from string_perception.codec.detection_msgs import image_to_tensor, label_info_msg, tensor_to_image
     info = label_info_msg(['mug', 'box'], 0.25, _header())
     assert [(c.class_id, c.class_name) for c in info.class_map] == [(0, 'mug'), (1, 'box')]
     assert info.threshold == pytest.approx(0.25)
@@ -95,7 +95,7 @@ def test_label_info_and_tensor_images():
 @needs_msgs
 def test_camera_info_to_k():
     from sensor_msgs.msg import CameraInfo
-    from string_perception.ros.messages import camera_info_to_k
+    from string_perception.codec.detection_msgs import camera_info_to_k
     info = CameraInfo(height=480, width=640)
     info.k = [500.0, 0.0, 320.0, 0.0, 505.0, 240.0, 0.0, 0.0, 1.0]
     K, hw = camera_info_to_k(info)
@@ -108,7 +108,7 @@ def test_camera_info_to_k_applies_roi_and_binning():
     """A binned (or ROI) camera's K and size are those of the image it publishes: a point projects to the binned
     pixel that covers its full-resolution pixel."""
     from sensor_msgs.msg import CameraInfo
-    from string_perception.ros.messages import camera_info_to_k
+    from string_perception.codec.detection_msgs import camera_info_to_k
     info = CameraInfo(height=480, width=640, binning_x=2, binning_y=2)
     info.k = [500.0, 0.0, 319.5, 0.0, 505.0, 239.5, 0.0, 0.0, 1.0]
     K, hw = camera_info_to_k(info)
@@ -124,7 +124,7 @@ def test_camera_info_to_k_applies_roi_and_binning():
 
 
 def test_transform_detections_moves_boxes_rigidly():
-    from string_perception.ros.messages import transform_detections
+    from string_perception.codec.detection_msgs import transform_detections
     d = _dets(3, seed=1)
     R, t = _rot([0.3, -1, 0.2], 0.8), np.array([0.5, -0.2, 1.0])
     moved = transform_detections(d, R, t)
@@ -140,7 +140,7 @@ def test_transform_detections_moves_boxes_rigidly():
 @needs_msgs
 def test_markers_replace_by_id_and_delete_leftovers():
     from visualization_msgs.msg import Marker
-    from string_perception.ros.markers import BOX_NS, TEXT_NS, MarkerBuilder, class_colour
+    from string_perception.codec.markers import BOX_NS, TEXT_NS, MarkerBuilder, class_colour
     b = MarkerBuilder(alpha=0.3)
     d = _dets(3)
     m1 = b.build(d, _header())
@@ -169,7 +169,7 @@ def test_markers_replace_by_id_and_delete_leftovers():
 
 
 def test_class_colours_are_distinct_and_stable():
-    from string_perception.ros.markers import class_colour
+    from string_perception.codec.markers import class_colour
     cols = [class_colour(i) for i in range(8)]
     assert cols[0] == pytest.approx((0.95, 0.5301, 0.1425))          # hand-computed HSV (0.08, 0.85, 0.95)
     # class 1: hue 0.08 + 0.618034 = 0.698034 -> sector 4, f = 0.188: (v(1 - s(1 - f)), v(1 - s), v)

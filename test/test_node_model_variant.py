@@ -13,7 +13,7 @@ from string_perception.runtime.model_variant import PRECISION_ENV, int8_path, in
 def test_node_loads_the_chosen_file(tmp_path, model_path, monkeypatch, precision, picks_int8):
     rclpy = pytest.importorskip('rclpy')
     from ros_helpers import reserved_domain_id
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import FAILURE, SUCCESS, StringPerceptionNode
     fp32 = tmp_path / 'vitd_x.onnx'
     shutil.copyfile(model_path, fp32)

@@ -13,7 +13,7 @@ import pytest
 
 from ros_helpers import ros_skip_reason
 from tf2_stand_in import FakeTf2
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.ros.diagnostics import NodeStats, status_name
 from string_perception.runtime.postprocess import Detections
 
@@ -102,14 +102,14 @@ def _one_box(t=(1.0, 2.0, 3.0), size=(0.1, 0.2, 0.05)) -> Detections:
 @pytest.mark.parametrize('seconds,expected', [(1.0, (1, 0)), (0.25, (0, 250_000_000)), (2.5, (2, 500_000_000)),
                                               (0.0, (0, 0))])
 def test_every_marker_carries_the_lifetime(seconds, expected):
-    from string_perception.ros.markers import MarkerBuilder
+    from string_perception.codec.markers import MarkerBuilder
     out = MarkerBuilder(lifetime_s=seconds).build(_one_box(), _header())
     assert len(out.markers) == 2
     assert [(m.lifetime.sec, m.lifetime.nanosec) for m in out.markers] == [expected, expected]
 
 
 def test_up_axis_of_optical_and_other_frames():
-    from string_perception.ros.markers import up_axis
+    from string_perception.codec.markers import up_axis
     assert up_axis('cam_optical', 'cam_optical').tolist() == [0.0, -1.0, 0.0]     # the image's own frame
     assert up_axis('camera_color_optical_frame', 'x').tolist() == [0.0, -1.0, 0.0]
     assert up_axis('base_link', 'camera_color_optical_frame').tolist() == [0.0, 0.0, 1.0]
@@ -118,7 +118,7 @@ def test_up_axis_of_optical_and_other_frames():
 
 @needs_msgs
 def test_label_sits_above_the_box_along_the_frames_up_axis():
-    from string_perception.ros.markers import TEXT_NS, MarkerBuilder
+    from string_perception.codec.markers import TEXT_NS, MarkerBuilder
     b, lift = MarkerBuilder(), 0.5 * 0.2 + 0.02          # half the largest extent + 2 cm
 
     def label(frame, image_frame=None):
@@ -133,7 +133,7 @@ def test_label_sits_above_the_box_along_the_frames_up_axis():
 
 # ---------------------------------------------------------------------------------------------- tf2 checks
 def test_target_frame_is_accepted_exactly_when_tf_lookup_can_work(monkeypatch):
-    from string_perception.ros.tf_lookup import TF2_NAMES, import_tf2
+    from string_perception.node_params import TF2_NAMES, import_tf2
     fake = FakeTf2().module
     monkeypatch.setitem(sys.modules, 'tf2_ros', fake)
     assert import_tf2() is fake and P.tf2_available() and P.validate('target_frame', 'base_link') == 'base_link'
@@ -153,7 +153,7 @@ def test_target_frame_is_accepted_exactly_when_tf_lookup_can_work(monkeypatch):
 
 def _ros_context(monkeypatch, domain):
     import rclpy
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     for k, v in merged_dds_env(domain).items():
         monkeypatch.setenv(k, v)
     ctx = rclpy.Context()
@@ -276,7 +276,7 @@ import rclpy
 from sensor_msgs.msg import CameraInfo
 from vision_msgs.msg import Detection3DArray
 from visualization_msgs.msg import MarkerArray
-from string_perception.ros.image_conversion import array_to_imgmsg
+from string_perception.codec.image_conversion import array_to_imgmsg
 from string_perception.ros.node import StringPerceptionNode, SUCCESS
 from string_perception.ros.track_messages import TfMessagePublisher
 rclpy.init(args=['x', '--ros-args', '-p', 'autostart:=false', '-p', 'model_path:=' + sys.argv[1],

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from string_perception.ros import params as P
+from string_perception import node_params as P
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -201,7 +201,7 @@ def test_default_yaml_is_exactly_what_render_yaml_writes():
     # the text, not only the parsed values: comments with ranges / choices, lower-case YAML booleans, header
     assert (REPO / 'config' / 'default.yaml').read_text() == P.render_yaml()
     lines = P.render_yaml('/cam').splitlines()
-    assert lines[:4] == ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
+    assert lines[:4] == ['# Defaults of the string_perception node (generated from string_perception/node_params.py;',
                          '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
                          '/cam:', '  ros__parameters:']
     i = lines.index('    nms_iou: 0.3')
@@ -326,7 +326,7 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     # frames straight into the worker function: bad ones are counted by kind, the node keeps going
     import numpy as np
     from sensor_msgs.msg import CameraInfo
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     node.set_parameters([Parameter('publish_debug_image', value=True)])
     rgb = np.full((48, 64, 3), 90, np.uint8)
     depth = np.full((48, 64), 800, np.uint16)
@@ -340,7 +340,7 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
         node._process(f)
     from sensor_msgs.msg import CompressedImage
     from string_perception.ros.compressed_input import decode_compressed_image
-    from string_perception.ros.image_conversion import array_to_compressed_imgmsg
+    from string_perception.codec.image_conversion import array_to_compressed_imgmsg
     node.cfg['image_transport'] = 'compressed'       # normally read at configure; the decode path is per frame
     png = array_to_compressed_imgmsg(rgb, 'png', encoding='rgb8', msg_type=CompressedImage)
     node._process((decode_compressed_image(png), array_to_imgmsg(depth, '16UC1'), info))   # as compressed_input gives
@@ -370,7 +370,7 @@ LIFECYCLE_SCRIPT = textwrap.dedent('''
     out['reconfigure'] = node.trigger_configure() == SUCCESS and node.trigger_activate() == SUCCESS
     import time
     from sensor_msgs.msg import Image
-    from string_perception.ros.messages import image_to_tensor
+    from string_perception.codec.detection_msgs import image_to_tensor
     got, listener = [], rclpy.create_node('tokens_listener')
     listener.create_subscription(Image, node.outputs.publishers['tokens'].topic_name, got.append, 10)
     deadline = time.monotonic() + 10

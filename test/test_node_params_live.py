@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from ros_helpers import ros_skip_reason
-from string_perception.ros import params as P
+from string_perception import node_params as P
 
 needs_ros = pytest.mark.skipif(ros_skip_reason('vision_msgs') is not None, reason='rclpy / vision_msgs missing')
 

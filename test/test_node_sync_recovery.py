@@ -28,8 +28,8 @@ MAX_GOOD_FRAMES = 2 * (int(INPUT_TIMEOUT / PERIOD) + 1) + 3
 class Rig:
     def __init__(self, node, peer, executor):
         from sensor_msgs.msg import CameraInfo, Image
-        from string_perception.ros.image_conversion import array_to_imgmsg
-        from string_perception.ros.lifecycle_node import qos_profile
+        from string_perception.codec.image_conversion import array_to_imgmsg
+        from string_perception.qos import qos_profile
         self.node, self.executor = node, executor
         qos = qos_profile('reliable', 100)
         self.pubs = {'image': peer.create_publisher(Image, 'image', qos),
@@ -84,7 +84,7 @@ class Rig:
 def rig(tmp_path, monkeypatch):
     rclpy = pytest.importorskip('rclpy')
     from rclpy.executors import SingleThreadedExecutor
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     from string_perception.runtime.testing import save_tiny_model
     model = save_tiny_model(tmp_path / 'tiny.onnx')

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ros_helpers import ros_skip_reason
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.runtime.postprocess import Detections
 from string_perception.runtime.tracking import Tracker, TrackerConfig
 
@@ -33,7 +33,7 @@ def _two_tracks():
 
 @needs_msgs
 def test_tracks_velocities_and_transforms_messages():
-    from string_perception.ros.messages import image_to_tensor
+    from string_perception.codec.detection_msgs import image_to_tensor
     from string_perception.ros.track_messages import track_velocities_image, tracks_to_msg, tracks_to_transforms
     tracks = _two_tracks()
     assert tracks.ids.tolist() == [1, 2]
@@ -63,7 +63,7 @@ def test_transform_tracks_rotates_velocities():
 
 @needs_msgs
 def test_markers_are_coloured_per_track_and_labelled_with_the_id():
-    from string_perception.ros.markers import BOX_NS, TEXT_NS, MarkerBuilder, track_colour
+    from string_perception.codec.markers import BOX_NS, TEXT_NS, MarkerBuilder, track_colour
     tracks = _two_tracks()
     arr = MarkerBuilder().build(tracks, _Header)
     cubes = [m for m in arr.markers if m.ns == BOX_NS]
@@ -106,9 +106,9 @@ NODE_SCRIPT = textwrap.dedent('''
     from sensor_msgs.msg import CameraInfo, Image
     from tf2_msgs.msg import TFMessage
     from vision_msgs.msg import Detection3DArray
-    from string_perception.ros.image_conversion import array_to_imgmsg
+    from string_perception.codec.image_conversion import array_to_imgmsg
     from string_perception.ros.latency import FrameTiming
-    from string_perception.ros.messages import image_to_tensor, stamp_to_ns
+    from string_perception.codec.detection_msgs import image_to_tensor, stamp_to_ns
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     from string_perception.ros.track_messages import TfMessagePublisher
     from string_perception.scenes import SceneConfig, generate_frame

@@ -8,8 +8,7 @@ import pytest
 from string_perception.runtime.errors import InputError
 from string_perception.runtime.plausibility import (DEFAULT_LIMITS, PLAUSIBILITY_KINDS, PlausibilityLimits,
                                                     check_depth_scale, check_frame_plausible, check_image_sizes,
-                                                    check_intrinsics_plausible, field_of_view_deg,
-                                                    median_valid_depth_m)
+                                                    check_intrinsics_plausible, field_of_view_deg, median_valid_depth_m)
 from string_perception.scenes import SceneConfig, generate_frame
 
 H, W = 480, 640
@@ -158,9 +157,9 @@ DRIVER_CAMERAS = {
 def test_every_driver_preset_passes_every_check(driver):
     from types import SimpleNamespace
 
-    from string_perception.ros.frame_checks import check_camera_info, check_frame_ids
+    from string_perception.codec.frame_checks import check_camera_info, check_frame_ids
     from string_perception.ros.launch_setup import DRIVERS
-    from string_perception.ros.messages import camera_info_to_k
+    from string_perception.codec.detection_msgs import camera_info_to_k
     (h, w), model, d, f = DRIVER_CAMERAS[driver]
     preset = DRIVERS[driver]
     info = SimpleNamespace(height=h, width=w, distortion_model=model, d=d, binning_x=0, binning_y=0,

@@ -155,7 +155,7 @@ def _ros():
 def test_message_decoding_checks_encoding_size_and_joint_names():
     _ros()
     from sensor_msgs.msg import Image, JointState
-    from string_perception.ros.messages import tensor_to_image
+    from string_perception.codec.detection_msgs import tensor_to_image
     from string_perception.ros.policy_node import embedding_from_image, qpos_from_joint_state
     e = np.arange(E, dtype=np.float32)
     assert np.array_equal(embedding_from_image(tensor_to_image(e)), e)
@@ -214,7 +214,7 @@ class _Peer:
     def send(self, stamp_ns, e, q, names=NAMES, encoding='32FC1'):
         from builtin_interfaces.msg import Time
         from sensor_msgs.msg import JointState
-        from string_perception.ros.messages import tensor_to_image
+        from string_perception.codec.detection_msgs import tensor_to_image
         stamp = Time(sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9)
         img = tensor_to_image(e)
         img.header.stamp, img.encoding = stamp, encoding
@@ -251,7 +251,7 @@ def _graph(node, timeout=30.0):
 def test_policy_node_answers_bad_input_and_lifecycle_over_dds(policy, monkeypatch, tmp_path):
     rclpy = _ros()
     from ros_helpers import reserved_domain_id
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.policy_node import SUCCESS, PolicyNode
     model, path = policy
     args = ['-p', 'autostart:=false', '-p', 'diagnostics_period:=0.1', '-p', 'log_throttle:=0.0']

@@ -1,5 +1,5 @@
 """README: its first lines keep the two commands. docs/node.md: its parameter and topic tables equal what
-scripts/readme_tables.py generates from ros/params.PARAMS and ros/interface.TOPICS (docs/policy.md: the policy node's);
+scripts/readme_tables.py generates from node_params.PARAMS and ros/interface.TOPICS (docs/policy.md: the policy node's);
 and TOPICS is what a running node really subscribes and publishes (names and types, in both input transports)."""
 import os
 import subprocess
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from string_perception.ros import interface as I
-from string_perception.ros import params as P
+from string_perception import node_params as P
 from string_perception.ros import policy_params as PP
 
 REPO = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def test_topics_match_a_running_node(model_path, monkeypatch):
     if ros_skip_reason('vision_msgs'):
         pytest.skip(ros_skip_reason('vision_msgs'))
     from rclpy.parameter import Parameter
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.node import SUCCESS, StringPerceptionNode
     # A namespace of its own: an earlier test's node of the same name on this domain (the domain id derives from
     # the pid, so every in-process ROS test shares it) cannot stand in for this one in the graph queries.

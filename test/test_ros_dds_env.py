@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from string_perception import paths
-from string_perception.ros import dds_env as de
+from string_perception import dds_env as de
 
 REPO = Path(__file__).resolve().parent.parent
 NS = {'d': 'http://www.eprosima.com'}
 
 
 def test_importing_ros_package_does_not_import_rclpy():
-    code = ('import sys, string_perception.ros, string_perception.ros.dds_env, string_perception.paths; '
+    code = ('import sys, string_perception.ros, string_perception.dds_env, string_perception.paths; '
             'bad = [m for m in ("rclpy", "cv2", "sensor_msgs") if m in sys.modules]; '
             'assert not bad, bad')
     subprocess.run([sys.executable, '-c', code], check=True, cwd=REPO)

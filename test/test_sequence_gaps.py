@@ -69,7 +69,7 @@ def test_messages_overwritten_in_a_depth_1_queue_are_counted_over_real_dds(monke
     from rclpy.executors import SingleThreadedExecutor
     from ros_helpers import reserved_domain_id
     from std_msgs.msg import String
-    from string_perception.ros.dds_env import merged_dds_env
+    from string_perception.dds_env import merged_dds_env
     from string_perception.ros.sequence_gaps import SequencedSubscriber
     with reserved_domain_id() as domain:
         for k, v in merged_dds_env(domain).items():

@@ -20,12 +20,12 @@ ARGS = ['--cell', 'kuka', '--rig', 'over_shoulder', '--seed', '4', '--width', '9
 
 def _record(tmp_path):
     from string_perception.bags.record import RECORDING_LINE
-    from string_perception.ros.sim_camera import READY_LINE
-    from string_perception.sim.messages import TOPIC_TYPES
+    from string_perception.sim_ros.sim_camera import READY_LINE
+    from string_perception.sim_ros.camera_msgs import TOPIC_TYPES
     bag = tmp_path / 'sim_bag'
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         rec = pg.start_python('record', ['-m', 'string_perception.bags.record', *TOPIC_TYPES, '-o', str(bag)])
-        sim = pg.start_python('sim', ['-m', 'string_perception.ros.sim_camera', *ARGS, '--frames', str(FRAMES),
+        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_camera', *ARGS, '--frames', str(FRAMES),
                                       '--rate', str(RATE), '--realtime-factor', '0', '--wait-for-subscribers', '1'])
         assert sim.wait_for_line(READY_LINE, 240), pg.logs()
         for topic in TOPIC_TYPES:
@@ -40,7 +40,7 @@ def test_sim_camera_recorded_bag_matches_the_simulation(tmp_path):
     from string_perception.bags.typestore import make_typestore
     from string_perception.sim import SIM_CLASS_NAMES, SimConfig
     from string_perception.sim.live import LiveCell
-    from string_perception.sim.messages import CAMERA_FRAME, TOPIC_TYPES
+    from string_perception.sim_ros.camera_msgs import CAMERA_FRAME, TOPIC_TYPES
 
     bag = _record(tmp_path)
     store = make_typestore()

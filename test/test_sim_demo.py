@@ -1,4 +1,4 @@
-"""``python -m string_perception.ros.sim_demo`` end to end: the simulated ALOHA camera (picking) -> the node ->
+"""``python -m string_perception.sim_ros.sim_demo`` end to end: the simulated ALOHA camera (picking) -> the node ->
 the listener over loopback DDS on a reserved ROS_DOMAIN_ID, a few small frames: per-frame lines, the node's
 detections for the frames, metrics.json with its keys and the annotated frame."""
 import json
@@ -22,7 +22,7 @@ def test_sim_demo_end_to_end(tmp_path, model_path):
     out = tmp_path / 'sim_demo'
     env = dict(os.environ, PYTHONUNBUFFERED='1', PYTHONPATH=str(REPO), MUJOCO_GL='osmesa')
     with reserved_domain_id() as domain:
-        p = subprocess.run([sys.executable, '-m', 'string_perception.ros.sim_demo', '--cell', 'aloha', '--rig', 'top',
+        p = subprocess.run([sys.executable, '-m', 'string_perception.sim_ros.sim_demo', '--cell', 'aloha', '--rig', 'top',
                             '--frames', str(FRAMES), '--rate', '0.5', '--width', str(W), '--height', str(H),
                             '--model', model_path, '--providers', 'CPUExecutionProvider', '--domain-id', str(domain),
                             '--out', str(out)], cwd=str(REPO), env=env, capture_output=True, text=True, timeout=540)

@@ -14,7 +14,7 @@ from string_perception.box_ops import Box3D
 from string_perception.iou3d import pairwise_box3d_iou
 from string_perception.runtime.errors import OutputError
 from string_perception.runtime.postprocess import (_DEGENERATE_EPS, _MAX_CENTRE_M, _MAX_SIZE_M, Detections,
-                                                   _as_output, _check_params)
+                                                   _as_output, check_decode_params)
 
 __all__ = ['decode_detections_reference', 'greedy_nms_reference', 'same_detections']
 
@@ -107,7 +107,7 @@ def decode_detections_reference(boxes, logits, labels: Sequence[str], score_thre
     pair scoring at least ``score_threshold`` is a candidate, so an uncertain token can give one box per class it
     names (the same geometry, each with its own score); class-wise NMS then runs over all candidates.
     """
-    _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
+    check_decode_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
     b = _as_output(boxes, 'boxes', 12)                          # [N,12]
     lg = _as_output(logits, 'logits', None)                     # [N,C]
     labels = [str(s) for s in labels]

@@ -32,10 +32,11 @@ import numpy as np
 
 from ..evaluation import evaluate as E
 from ..evaluation.inference import detections_to_arrays, evaluate_predictions, headline
+from ..node_params import defaults, effective_score_threshold, tracker_config
 from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics
 
-__all__ = ['BagEvaluation', 'evaluate_bag', 'main', 'build_parser']
+__all__ = ['BagEvaluation', 'evaluate_bag', 'main', 'build_parser', 'legible_scale']
 
 _EVAL_DEFAULTS = E.build_parser()      # decoding / drawing defaults shared with evaluation/evaluate.py
 
@@ -77,7 +78,6 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
     ``TrackerConfig`` (``'default'``: the node's defaults; None: off) run on the detections at the operating
     threshold, a fresh tracker per bag. Raises :class:`BagError`.
     """
-    from ..ros.params import effective_score_threshold
     from ..runtime.errors import InputError
     from ..runtime.preprocess import to_rgb
     if operating_threshold is None:
@@ -85,7 +85,6 @@ def evaluate_bag(bag: str | Path, pipeline, *, topics: CameraTopics = DEFAULT_TO
     res = BagEvaluation(report=None, operating_threshold=float(operating_threshold), labels=tuple(pipeline.labels),
                         provider=pipeline.provider)
     if tracking == 'default':
-        from ..ros.params import defaults, tracker_config
         tracking = tracker_config(defaults())
     pipeline.set_tracking(None if tracking is None else tracking.replace(min_score=res.operating_threshold))
     if output_bag:
@@ -163,14 +162,14 @@ def write_outputs(res: BagEvaluation, out: Path, draw_threshold: float | None) -
         written += E.write_figures(out, {'preds': res.preds, 'gts': res.gts, 'seeds': res.indices}, res.summary,
                                    None, res.labels, num_draw=0, draw_threshold=thr)
     for index, d in sorted(res.drawn.items()):
-        img = E.annotate_frame(d.rgb, d.K, d.pred, d.gt, res.labels, thr, scale=_scale(d.rgb))
+        img = E.annotate_frame(d.rgb, d.K, d.pred, d.gt, res.labels, thr, scale=legible_scale(d.rgb))
         path = out / f'frame_{index}.png'
         cv2.imwrite(str(path), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
         written.append(path)
     return written
 
 
-def _scale(rgb: np.ndarray) -> int:
+def legible_scale(rgb: np.ndarray) -> int:
     """Upscaling that makes small frames legible (>= ~480 px tall), as the evaluator does for 128x128."""
     return max(1, int(np.ceil(480 / max(1, rgb.shape[0]))))
 
@@ -268,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(dst)
         write_output_bag(args.bag, dst, res.outputs.messages, storage)
         report['output_bag'] = str(dst)
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     print(summary_text(report))
     print(f'wrote {out / "metrics.json"}, {len(written)} figures'
           + (f' and the bag {report["output_bag"]}' if 'output_bag' in report else '') + f' to {out}')

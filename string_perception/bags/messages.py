@@ -1,7 +1,7 @@
 """rosbags message objects for what a bag holds: Image, CompressedImage, CameraInfo and the ground-truth
 vision_msgs/Detection3DArray. ROS-free (the rosbags typestore's dataclasses); the field layout of a
-Detection3DArray is the node's (``ros/messages.detections_to_msg``), so ``ros.messages.detections_from_msg``
-reads both.
+Detection3DArray is the node's (``codec/detection_msgs.detections_to_msg``), so
+``codec.detection_msgs.detections_from_msg`` reads both.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..box_ops import rotation_to_quaternion
-from ..ros.image_conversion import array_to_compressed_imgmsg, array_to_imgmsg
+from ..codec.compressed_depth import encode_compressed_depth
+from ..codec.image_conversion import CompressedImageData, array_to_compressed_imgmsg, array_to_imgmsg
 from .typestore import make_typestore
 
 __all__ = ['header', 'image_msg', 'compressed_image_msg', 'compressed_depth_msg', 'camera_info_msg', 'detections_msg',
@@ -51,10 +52,8 @@ def compressed_image_msg(rgb: np.ndarray, fmt: str, stamp_ns: int, frame_id: str
 
 
 def compressed_depth_msg(depth: np.ndarray, encoding: str, stamp_ns: int, frame_id: str):
-    """sensor_msgs/CompressedImage in image_transport's compressedDepth format (``ros/compressed_depth.py``) of a
+    """sensor_msgs/CompressedImage in image_transport's compressedDepth format (``codec/compressed_depth.py``) of a
     uint16 mm (16UC1) or float32 m (32FC1) depth image."""
-    from ..ros.compressed_depth import encode_compressed_depth
-    from ..ros.image_conversion import CompressedImageData
     ref = encode_compressed_depth(depth, encoding, msg_type=CompressedImageData)
     return msg_type('sensor_msgs/msg/CompressedImage')(header=header(stamp_ns, frame_id), format=ref.format,
                                                        data=_uint8(ref.data))

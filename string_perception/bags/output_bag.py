@@ -10,6 +10,9 @@ import heapq
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..codec.detection_msgs import detections_to_msg
+from ..codec.markers import MarkerBuilder
+from ..node_params import defaults
 from .reader import open_bag
 from .topics import DETECTIONS, MARKERS
 from .writer import BagWriter
@@ -25,11 +28,7 @@ class NodeOutputs:
 
     def __init__(self, marker_alpha: float | None = None):
         try:
-            from rclpy.serialization import serialize_message
-
-            from ..ros.markers import MarkerBuilder
-            from ..ros.messages import detections_to_msg
-            from ..ros.params import defaults
+            from rclpy.serialization import serialize_message    # rclpy: only for --output-bag
         except ImportError as e:
             raise ImportError(f'--output-bag needs the ROS 2 message packages (rclpy, vision_msgs, '
                               f'visualization_msgs): {e}') from e

@@ -10,7 +10,7 @@ times divided by ``--rate``. Publishers are reliable KEEP_LAST 100 (best-effort 
 camera inputs accept them); a topic the recorder saw offered transient-local by every publisher (latched:
 ``/tf_static``, the node's ``~/label_info``) is played transient-local with its recorded depth, as
 ``ros2 bag play`` does, so a subscriber that joins later still gets it. The DDS environment is the process's own
-(``ROS_DOMAIN_ID``, Fast DDS profile); ``--domain-id`` applies ``ros.dds_env`` (loopback-only profile) first.
+(``ROS_DOMAIN_ID``, Fast DDS profile); ``--domain-id`` applies ``dds_env`` (loopback-only profile) first.
 
 ``--clock [HZ]`` (as ``ros2 bag play --clock``): the player is a ROS time source. It publishes
 ``rosgraph_msgs/Clock`` on ``/clock`` (best effort, depth 1, as rclcpp's ``ClockQoS``) every 1/HZ s of wall time
@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from ..dds_env import apply_dds_env
 from .reader import BagError, open_bag
 from .ros_io import message_class, parse_remaps, playback_qos
 
@@ -222,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f'string-perception-play: {e}', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from ..ros.dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     import rclpy
     rclpy.init(args=None)

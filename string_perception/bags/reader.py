@@ -29,11 +29,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..ros.frame_checks import check_image_layout
-from ..ros.compressed_depth import decode_compressed_depth
-from ..ros.image_conversion import ImageEncodingError, compressed_imgmsg_to_array, imgmsg_to_array
-from ..ros.messages import camera_info_to_k, detections_from_msg, label_map
-from ..ros.params import defaults as node_defaults
+from ..codec.detection_msgs import camera_info_to_k, detections_from_msg, label_map
+from ..codec.frame_decode import decode_image
+from ..codec.image_conversion import ImageEncodingError
+from ..node_params import defaults as node_defaults
 from ..scenes import CLASS_NAMES
 from .topics import COMPRESSED, DEFAULT_TOPICS, CameraTopics, resolve_topics
 from .typestore import make_typestore
@@ -332,22 +331,14 @@ class BagFrameReader:
         (cconn, craw), (dconn, draw) = parts['image'], parts['depth']
         where = f'stamp {_fmt(p.stamp_ns)}'
         try:
-            cmsg = self._deserialize(craw, cconn.msgtype)
-            if cconn.msgtype == COMPRESSED:
-                rgb, enc = compressed_imgmsg_to_array(cmsg, 'rgb8'), 'rgb8'
-            else:
-                check_image_layout(cmsg, 'colour')     # the node's own header check (encoding, step, length)
-                rgb, enc = imgmsg_to_array(cmsg), cmsg.encoding
+            cmsg = self._deserialize(craw, cconn.msgtype)     # raw: the node's header check first (check_layout)
+            rgb, enc = decode_image(cmsg, 'colour', compressed=cconn.msgtype == COMPRESSED, check_layout=True)
         except (ValueError, ImageEncodingError) as e:  # InputError is a ValueError
             self.report.skip('bad_colour', f'{cconn.topic} {where}: {e}')
             return None
         try:
-            dmsg = self._deserialize(draw, dconn.msgtype)
-            if dconn.msgtype == COMPRESSED:            # image_transport compressedDepth
-                depth, depth_enc = decode_compressed_depth(dmsg)
-            else:
-                check_image_layout(dmsg, 'depth')
-                depth, depth_enc = imgmsg_to_array(dmsg), dmsg.encoding
+            dmsg = self._deserialize(draw, dconn.msgtype)     # compressed: image_transport compressedDepth
+            depth, depth_enc = decode_image(dmsg, 'depth', compressed=dconn.msgtype == COMPRESSED, check_layout=True)
         except (ValueError, ImageEncodingError) as e:  # InputError is a ValueError
             self.report.skip('bad_depth', f'{dconn.topic} {where}: {e}')
             return None

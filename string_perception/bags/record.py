@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..dds_env import apply_dds_env
 from .ros_io import adaptive_qos, bag_qos, message_class
 from .splitting import SplitPolicy
 from .writer import COMPRESSION_MODES, STORAGES, BagWriter
@@ -108,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f'string-perception-record: {args.output} exists already; not overwriting', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from ..ros.dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
     import rclpy
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor

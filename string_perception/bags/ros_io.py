@@ -1,5 +1,5 @@
 """rclpy helpers shared by the player and the recorder: message classes by type name and QoS choices.
-Imports rclpy lazily; the caller has set the DDS environment (``ros.dds_env``) before ``rclpy.init``."""
+Imports rclpy lazily; the caller has set the DDS environment (``dds_env``) before ``rclpy.init``."""
 from __future__ import annotations
 
 import importlib
@@ -20,8 +20,8 @@ def message_class(msgtype: str):
 
 def publisher_qos(reliability: str = 'reliable', depth: int = QOS_DEPTH):
     """KEEP_LAST ``depth``, volatile; reliable by default (best-effort subscribers, as the node's camera inputs,
-    accept it too). The nodes' own profile builder (``ros.lifecycle_node.qos_profile``) with the tools' defaults."""
-    from ..ros.lifecycle_node import qos_profile
+    accept it too). The nodes' own profile builder (``string_perception.qos.qos_profile``) with the tools' defaults."""
+    from ..qos import qos_profile    # rclpy: imported only when a publisher is made (this module stays rclpy-free)
     return qos_profile(reliability, depth)
 
 

@@ -78,8 +78,8 @@ def source_dataset_for(model_cfg, ckpt: dict, split: str, num_frames: int, scene
 def node_threshold(checkpoint: str | Path) -> tuple[float, str]:
     """The score threshold the node would use with this model -> ``(threshold, where it came from)``: the
     ``score_threshold`` in the metadata of the exported ``<stem>.onnx`` next to the checkpoint, else the node's
-    default (``ros.params.effective_score_threshold``)."""
-    from string_perception.ros.params import effective_score_threshold
+    default (``node_params.effective_score_threshold``)."""
+    from string_perception.node_params import effective_score_threshold
     onnx_path = Path(checkpoint).with_suffix('.onnx')
     metadata = None
     if onnx_path.exists():
@@ -184,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         'metrics_seconds': t_metrics,
     }
     curves = {k: report['metrics'].pop(k, {}) for k in ('pr_curves', 'pr_curves_sym')}
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=_json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=json_default) + '\n')
     summary.update(curves)
     written = write_figures(out, res, summary, dataset, model_cfg.class_names, args.num_draw, args.draw_threshold)
     print(json.dumps({'headline': report['headline'], 'f1_threshold_25': report['f1_threshold_25'],
                       'precision80_threshold_25': report['precision80_threshold_25'],
                       'num_frames': report['num_frames'],
-                      'num_objects': report['num_objects']}, default=_json_default))
+                      'num_objects': report['num_objects']}, default=json_default))
     print(format_breakdown(summary['breakdown']))
     print(f'wrote {out / "metrics.json"} and {len(written)} figures to {out}')
     return 0
@@ -249,7 +249,7 @@ def annotate_frame(rgb: np.ndarray, K: np.ndarray, pred: dict | None, gt: dict |
     ``draw_threshold``) boxes -> ``uint8[sH,sW,3]``. Either box set may be None."""
     import cv2
 
-    from string_perception.evaluation import draw
+    from string_perception.runtime import draw
     H, W = rgb.shape[:2]
     image = cv2.resize(rgb, (W * scale, H * scale), interpolation=cv2.INTER_NEAREST)   # [sH,sW,3]
     K = np.asarray(K, np.float64).copy()
@@ -258,7 +258,8 @@ def annotate_frame(rgb: np.ndarray, K: np.ndarray, pred: dict | None, gt: dict |
     return draw.draw_predictions(image, K, pred, gt, class_names, score_threshold=draw_threshold)
 
 
-def _json_default(o):
+def json_default(o):
+    """``json.dumps(..., default=json_default)``: numpy arrays as lists, numpy scalars as Python numbers."""
     if isinstance(o, np.ndarray):
         return o.tolist()
     if isinstance(o, np.generic):

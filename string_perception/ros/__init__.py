@@ -1,12 +1,13 @@
-"""ROS 2 adapter layer: node, message conversion, synchronisation and DDS set-up.
+"""ROS 2 adapter layer: the perception and policy nodes, synchronisation, inputs, diagnostics, launch set-up.
+
+Below it: ``codec`` (message conversion), ``node_params`` (the parameter table), ``dds_env`` / ``qos`` (DDS set-up);
+above it: ``sim_ros`` (simulator bridges). It imports no ``bags`` module.
 
 Import-light on purpose: importing ``string_perception.ros`` never imports rclpy, cv2 or message
 packages, so ROS-free code (tests, the offline evaluator) can use the pure helpers in its submodules:
 
-- ``dds_env``          environment for loopback-only Fast DDS (profile, domain id, discovery range)
 - ``approx_sync``      approximate-time synchroniser with message_filters' semantics and contract (rclpy's Time)
 - ``sync``             ``ApproximateTimeSynchronizer`` / ``Subscriber``: real message_filters first
 - ``sync_watchdog``    ROS-free: unblocks a synchroniser stuck on future / stale / stuck stamps
-- ``image_conversion`` Image / CompressedImage <-> numpy: real cv_bridge first, tested fallback (same contract)
 - ``compressed_input`` compressed colour input: image_transport_py first, our decoder behind it
 """

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..runtime.errors import InputError
 from .approx_sync import SimpleFilter, stamp_error
-from .image_conversion import ImageEncodingError, array_to_imgmsg, compressed_imgmsg_to_array, encoding_info
+from ..codec.image_conversion import ImageEncodingError, array_to_imgmsg, compressed_imgmsg_to_array, encoding_info
 from .sequence_gaps import SequencedSubscriber
 
 __all__ = ['decode_compressed_image', 'CompressedImageInput', 'ImageTransportInput', 'make_compressed_input',

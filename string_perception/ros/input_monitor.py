@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping
 from ..runtime.errors import InputError
 from ..runtime.plausibility import DEFAULT_LIMITS
 from .diagnostics import NodeStats
-from .frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
+from ..codec.frame_checks import (InputWatch, StampGate, check_camera_info, check_frame_ids, check_image_layout,
                            check_stamp_fields)
 from .latency import ArrivalBook, FrameTiming
-from .messages import stamp_to_ns
+from ..codec.detection_msgs import stamp_to_ns
 from .sequence_gaps import SequenceGaps
 from .sync_watchdog import SyncWatchdog
 

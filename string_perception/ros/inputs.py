@@ -21,7 +21,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from .compressed_input import make_compressed_input
 from .input_monitor import InputMonitor
-from .lifecycle_node import qos_profile
+from ..qos import qos_profile
 from .raw_input import RawImageSubscriber
 from .sequence_gaps import SequencedSubscriber
 

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from . import params as P
+from .. import node_params as P
 from . import policy_params as PP
 
 __all__ = ['Topic', 'TOPICS', 'POLICY_TOPICS', 'parameter_table', 'topic_table', 'replace_between_markers', 'MARKERS',

@@ -1,7 +1,7 @@
 """What the package's two lifecycle nodes share: the perception node (``node.py``) and the policy node
-(``policy_node.py``) differ in what they subscribe, run and publish, not in how they start, log and stop.
+(``policy_node.py``) differ in what they subscribe, run and publish, not in how they start, log and stop (their
+QoS profile: ``string_perception.qos``).
 
-- :func:`qos_profile`: the KEEP_LAST profile both build from their ``*_qos_reliability`` / ``*_qos_depth`` parameters;
 - :class:`ManagedNode`: a ``LifecycleNode`` with the per-kind throttled warning, /diagnostics (counters, publisher
   and timer made at configure; the timer's guard: a timer that fires after SIGINT / SIGTERM shut the context down
   publishes nothing; the message named after the node), and cleanup / shutdown as
@@ -23,19 +23,13 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from ..qos import qos_profile
 from .diagnostics import LEVEL_WINDOW_PERIODS, TASK_NAME, NodeStats, diagnostic_array
 
-__all__ = ['ManagedNode', 'qos_profile', 'make_executor', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
+__all__ = ['ManagedNode', 'make_executor', 'run_lifecycle_node', 'SUCCESS', 'FAILURE']
 
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-
-
-def qos_profile(reliability: str, depth: int, durability=DurabilityPolicy.VOLATILE) -> QoSProfile:
-    """KEEP_LAST ``depth``; ``reliability`` 'best_effort' or 'reliable' (the parameters' two values)."""
-    rel = ReliabilityPolicy.BEST_EFFORT if reliability == 'best_effort' else ReliabilityPolicy.RELIABLE
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=rel, durability=durability)
 
 
 class ManagedNode(LifecycleNode):

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rcl_interfaces.msg import SetParametersResult
 
-from . import params as P
+from .. import node_params as P
 
 __all__ = ['on_parameter_updates', 'pipeline_settings']
 

@@ -34,23 +34,22 @@ import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import TransitionCallbackReturn
 
-from . import params as P
+from .. import node_params as P
+from ..codec.frame_decode import decode_image
+from ..codec.image_conversion import CONVERSION_ERRORS, make_bridge
+from ..codec.detection_msgs import camera_info_to_k, stamp_to_ns
 from ..paths import model_file
 from ..runtime import Pipeline
 from ..runtime.errors import InferenceError, InputError, ModelLoadError
 from ..runtime.model_variant import choose_model_file, requested_precision
 from ..runtime.onnx_runner import usable_providers
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
-from .compressed_depth import HEADER as DEPTH_HEADER, decode_compressed_depth
-from .compressed_header import check_compressed
-from .image_conversion import CONVERSION_ERRORS, imgmsg_to_array, make_bridge
 from .input_monitor import InputMonitor
 from .inputs import input_specs, subscribe_inputs
 from .latency import OUTPUTS, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node
 from .live_params import on_parameter_updates, pipeline_settings
-from .messages import camera_info_to_k, stamp_to_ns
 from .outputs import NodeOutputs
 from .sync import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
 from .target_frame import TargetFrame
@@ -79,7 +78,7 @@ def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, s
                  params: Mapping[str, Any] | None = None, params_file: str | Path | None = None,
                  python: str = sys.executable) -> list[str]:
     """argv to start the node in a subprocess, e.g. ``node_command('m.onnx', remaps={'image': '/cam/rgb'})``
-    (pass ``env=string_perception.ros.dds_env.merged_dds_env(domain)`` to ``subprocess``)."""
+    (pass ``env=string_perception.dds_env.merged_dds_env(domain)`` to ``subprocess``)."""
     cmd = [python, '-m', 'string_perception.ros.node', '--ros-args']
     if params_file is not None:
         cmd += ['--params-file', str(params_file)]
@@ -217,20 +216,12 @@ class StringPerceptionNode(ManagedNode):
     def _decode(self, image, depth, info):
         """Messages -> (colour array, its encoding, depth array, depth encoding, K[3,3], CameraInfo (h, w))."""
         view = self.cfg['zero_copy_input']      # views over the message buffers (read-only use downstream)
-        if self.cfg['image_transport'] == 'compressed':     # already decoded to a sensor_msgs/Image (compressed_input)
-            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
-        elif view or self.cfg['raw_image_input']:      # image_cdr's RawImage: always our reader
-            rgb, enc = imgmsg_to_array(image, copy=not view), image.encoding
-        else:
-            rgb, enc = self.bridge.imgmsg_to_cv2(image, 'passthrough'), image.encoding
-        if self.cfg['depth_transport'] == 'compressedDepth':      # cv_bridge cannot decode it: ours
-            check_compressed(memoryview(depth.data).cast('B')[DEPTH_HEADER.size:], 'compressedDepth PNG')
-            dep, dep_enc = decode_compressed_depth(depth)
-        else:
-            raw = self.cfg['raw_image_input']
-            dep = (imgmsg_to_array(depth, copy=not view) if view or raw
-                   else self.bridge.imgmsg_to_cv2(depth, 'passthrough'))
-            dep_enc = depth.encoding
+        ours = view or self.cfg['raw_image_input']      # image_cdr's RawImage: always our reader
+        # image_transport compressed: already decoded to a sensor_msgs/Image (compressed_input), read by ours
+        colour_bridge = None if ours or self.cfg['image_transport'] == 'compressed' else self.bridge
+        rgb, enc = decode_image(image, 'colour', bridge=colour_bridge, copy=not view)
+        dep, dep_enc = decode_image(depth, 'depth', compressed=self.cfg['depth_transport'] == 'compressedDepth',
+                                    bridge=None if ours else self.bridge, copy=not view)  # compressedDepth: ours
         K, hw = camera_info_to_k(info)
         return rgb, enc, dep, dep_enc, K, hw
 

@@ -29,14 +29,14 @@ from std_msgs.msg import Header
 from visualization_msgs.msg import MarkerArray
 
 from ..box_ops import Box3D
-from ..evaluation.draw import draw_boxes
+from ..runtime.draw import draw_boxes
 from ..runtime.pipeline import PipelineResult
 from ..runtime.postprocess import Detections
 from ..runtime.preprocess import to_rgb
 from .latency import OUTPUTS, FrameTiming, LatencyBudget
-from .lifecycle_node import qos_profile
-from .markers import MarkerBuilder
-from .messages import Detection3DArrayBuilder, copy_header, detections_to_msg, label_info_msg, tensor_to_image
+from ..qos import qos_profile
+from ..codec.markers import MarkerBuilder
+from ..codec.detection_msgs import Detection3DArrayBuilder, copy_header, detections_to_msg, label_info_msg, tensor_to_image
 from .track_messages import make_transform_broadcaster, track_velocities_image, tracks_to_msg, tracks_to_transforms
 
 __all__ = ['NodeOutputs', 'OUTPUT_TOPICS']

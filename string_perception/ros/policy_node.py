@@ -34,8 +34,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import policy_params as PP
-from .params import AUTO_PROVIDERS
-from .messages import copy_header, stamp_to_ns
+from ..node_params import AUTO_PROVIDERS
+from ..codec.detection_msgs import copy_header, stamp_to_ns
 
 __all__ = ['PolicyNode', 'main', 'policy_node_command', 'READY_LINE', 'STATUS_NAME']
 
@@ -44,7 +44,8 @@ STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a 
 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
-from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, qos_profile, run_lifecycle_node  # noqa: E402
+from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node  # noqa: E402
+from ..qos import qos_profile  # noqa: E402
 
 
 def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,

@@ -1,14 +1,14 @@
 """Every parameter of the policy node (``string_perception_policy``), declared once with description and range.
 
-Same :class:`~string_perception.ros.params.ParamSpec` rules, validation and ROS descriptors as the perception node
+Same :class:`~string_perception.node_params.ParamSpec` rules, validation and ROS descriptors as the perception node
 (``params.py``); nothing here imports rclpy at module level.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from . import params as P
-from .params import ParamSpec
+from .. import node_params as P
+from ..node_params import ParamSpec
 
 __all__ = ['NODE_NAME', 'PARAMS', 'SPECS', 'MISS_POLICIES', 'defaults', 'validate', 'validate_all', 'check_updates',
            'declare_all', 'read_all']

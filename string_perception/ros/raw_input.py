@@ -2,7 +2,7 @@
 
 ``RawImageSubscriber(node, Image, topic, qos_profile=qos, on_bad=cb, on_info=cb, callback_group=...)`` behaves
 like the synchroniser's ``Subscriber`` (``on_info``: see ros/sequence_gaps.SequencedSubscriber) but passes on
-:class:`~string_perception.ros.image_cdr.RawImage` objects (a numpy
+:class:`~string_perception.codec.image_cdr.RawImage` objects (a numpy
 view over the serialized bytes as ``data``) instead of rclpy-converted messages; a buffer the reader rejects goes
 to ``on_bad(ImageCdrError)`` and is not passed on. The node uses it with ``raw_image_input:=true``. The
 RawImage's ``header.stamp`` is a real builtin_interfaces/Time (``image_cdr.make_stamp``), which is what the real
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .image_cdr import ImageCdrError, read_image
+from ..codec.image_cdr import ImageCdrError, read_image
 from .sequence_gaps import SequencedSubscriber
 
 __all__ = ['RawImageSubscriber']

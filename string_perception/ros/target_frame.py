@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from ..runtime.pipeline import PipelineResult
 from .latency import FrameTiming
-from .messages import copy_header, transform_detections
+from ..codec.detection_msgs import copy_header, transform_detections
 from .tf_lookup import TfLookup
 from .track_messages import transform_tracks
 

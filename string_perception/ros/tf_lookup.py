@@ -13,8 +13,9 @@ sleeps for a transform that cannot come: every miss cost the whole timeout. :cla
   transform that is not in the buffer yet is a miss, counted in :attr:`TfLookup.misses`, and the caller drops the
   frame (``drops.tf``).
 
-:func:`import_tf2` is the one check of what this needs from tf2_ros (``Buffer``, ``TransformListener``,
-``TransformException``); ``params.tf2_available`` asks it, so ``target_frame`` is accepted exactly when this works.
+:func:`string_perception.node_params.import_tf2` is the one check of what this needs from tf2_ros (``Buffer``,
+``TransformListener``, ``TransformException``); ``node_params.tf2_available`` asks it, so ``target_frame`` is
+accepted exactly when this works.
 """
 from __future__ import annotations
 
@@ -24,20 +25,9 @@ from typing import Any
 import numpy as np
 
 from ..box_ops import quaternion_to_rotation
+from ..node_params import import_tf2
 
-__all__ = ['TfLookup', 'import_tf2', 'TF2_NAMES']
-
-TF2_NAMES = ('Buffer', 'TransformListener', 'TransformException')
-
-
-def import_tf2():
-    """The ``tf2_ros`` module when it has :data:`TF2_NAMES`; ImportError (saying what is missing) otherwise."""
-    import tf2_ros
-    missing = [n for n in TF2_NAMES if not hasattr(tf2_ros, n)]
-    if missing:
-        raise ImportError(f'tf2_ros lacks {", ".join(missing)}')
-    return tf2_ros
-
+__all__ = ['TfLookup']
 
 class TfLookup:
     """``TfLookup(node)``: a tf2 buffer filled by a listener with its own node and thread; :meth:`lookup` returns

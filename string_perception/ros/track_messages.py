@@ -26,7 +26,7 @@ import numpy as np
 
 from ..box_ops import rotation_to_quaternion
 from ..runtime.tracking import Tracks
-from .messages import copy_header, detection3d, tensor_to_image
+from ..codec.detection_msgs import copy_header, detection3d, tensor_to_image
 
 __all__ = ['tracks_to_msg', 'track_velocities_image', 'tracks_to_transforms', 'transform_tracks',
            'TfMessagePublisher', 'make_transform_broadcaster', 'TF_TOPIC']

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import InputError
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
-from .postprocess import Detections, _check_params, decode_detections
+from .postprocess import Detections, check_decode_params, decode_detections
 from .preprocess import RESIZE_MODES, ModelInputs, prepare_inputs, stack_inputs, to_rgb
 from .tracking import Tracker, TrackerConfig, Tracks
 
@@ -88,7 +88,7 @@ class Pipeline:
                      ('max_detections', max_detections), ('pre_nms_top_k', pre_nms_top_k)):
             if v is not None:
                 new[k] = v
-        _check_params(new['score_threshold'], new['nms_iou'], new['max_detections'], new['pre_nms_top_k'])
+        check_decode_params(new['score_threshold'], new['nms_iou'], new['max_detections'], new['pre_nms_top_k'])
         if max_depth_m != 'unchanged':
             if max_depth_m is not None and not (float(max_depth_m) > 0):
                 raise ValueError(f'max_depth_m must be > 0 or None, got {max_depth_m}')

@@ -25,7 +25,7 @@ from ..box_ops import cross3, rotation_from_6d, rotation_to_quaternion, vector_n
 from .errors import OutputError
 from .nms import greedy_nms
 
-__all__ = ['Detections', 'decode_detections']
+__all__ = ['Detections', 'decode_detections', 'check_decode_params']
 
 _MAX_SIZE_M = 1e3        # larger boxes are model garbage (and would make volumes meaningless)
 _MAX_CENTRE_M = 1e6
@@ -89,7 +89,8 @@ def _as_output(x, name: str, last: int | None) -> np.ndarray:
     return a.astype(np.float64, copy=False)
 
 
-def _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k) -> None:
+def check_decode_params(score_threshold, nms_iou, max_detections, pre_nms_top_k) -> None:
+    """ValueError naming the first of :func:`decode_detections`' parameters that is out of range."""
     if not (0.0 <= score_threshold <= 1.0):
         raise ValueError(f'score_threshold must be in [0, 1], got {score_threshold}')
     if not (0.0 < nms_iou <= 1.0):
@@ -115,7 +116,7 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     pair scoring at least ``score_threshold`` is a candidate, so an uncertain token can give one box per class it
     names (the same geometry, each with its own score); class-wise NMS then runs over all candidates.
     """
-    _check_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
+    check_decode_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
     b = _as_output(boxes, 'boxes', 12)                          # [N,12]
     lg = _as_output(logits, 'logits', None)                     # [N,C]
     labels = [str(s) for s in labels]

@@ -2,7 +2,7 @@
 an arm takes an object it can reach to a free place on the support (sim/pick.py); 'sweep' = arms move between
 random collision-free configurations. Arms are kinematic either way (they push the objects in their way). Objects
 that leave the support are dropped again and every `respawn_period_s` one more object (never the one being picked)
-is re-dropped over the drop region (a conveyor-like feed). ROS-free; the live camera node (ros/sim_camera.py)
+is re-dropped over the drop region (a conveyor-like feed). ROS-free; the live camera node (sim_ros/sim_camera.py)
 publishes what `LiveCell.view()` returns.
 """
 from __future__ import annotations

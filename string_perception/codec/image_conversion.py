@@ -1,6 +1,6 @@
 """sensor_msgs/Image and CompressedImage <-> numpy, with the real ROS 2 cv_bridge first.
 
-    from string_perception.ros.image_conversion import make_bridge, CONVERSION_ERRORS
+    from string_perception.codec.image_conversion import make_bridge, CONVERSION_ERRORS
     bridge = make_bridge()                   # cv_bridge.CvBridge on a ROS install, else FallbackBridge
     rgb = bridge.imgmsg_to_cv2(msg, desired_encoding='rgb8')
     depth = bridge.imgmsg_to_cv2(depth_msg)  # passthrough: uint16 (16UC1/mono16) or float32 (32FC1)
@@ -22,6 +22,9 @@ any object with the Image fields (height, width, encoding, is_bigendian, step, d
   jpeg/png through cv2 (OpenCV's BGR order, like cv_bridge; ``format`` as image_transport writes it);
   ``compressedDepth`` (16UC1 PNG, 32FC1 quantised inverse depth) is decoded too (``compressed_depth.py``).
 
+The error type, the message stand-ins and the guarded decoder live in ``image_data.py`` (shared with
+``compressed_depth.py``, which this module calls) and are re-exported here.
+
 Supported encodings: rgb8, bgr8, rgba8, bgra8, mono8, mono16, and the generic ``{8U,8S,16U,16S,32S,32F,64F}C{n}``
 (16UC1 depth in mm, 32FC1 depth in m, ...). Anything else raises ``ImageEncodingError`` (a ValueError).
 """
@@ -29,19 +32,17 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .compressed_depth import decode_compressed_depth
+from .image_data import CompressedImageData, ImageData, ImageEncodingError, guarded_imdecode
 
 __all__ = ['ImageEncodingError', 'ImageData', 'CompressedImageData', 'encoding_info', 'imgmsg_to_array',
            'array_to_imgmsg', 'compressed_imgmsg_to_array', 'guarded_imdecode', 'array_to_compressed_imgmsg',
            'compressed_format', 'convert_encoding',
            'BridgeError', 'FallbackBridge', 'make_bridge', 'real_cv_bridge_available', 'CONVERSION_ERRORS']
-
-
-class ImageEncodingError(ValueError):
-    """An image message cannot be converted: unknown encoding, inconsistent size/step/data, bad array."""
 
 
 # encoding -> (numpy dtype, channels)
@@ -71,27 +72,6 @@ def encoding_info(encoding: str) -> tuple[np.dtype, int]:
     raise ImageEncodingError(
         f'unsupported image encoding {encoding!r} (supported: {", ".join(sorted(_NAMED))}, '
         '8UC1..64FC4 style generic encodings such as 16UC1 and 32FC1)')
-
-
-@dataclass
-class ImageData:
-    """Stand-in for sensor_msgs/Image when sensor_msgs is not importable (same field names)."""
-    height: int = 0
-    width: int = 0
-    encoding: str = ''
-    is_bigendian: int = 0
-    step: int = 0
-    data: bytes = b''
-    header: Any = None
-
-
-@dataclass
-class CompressedImageData:
-    """Stand-in for sensor_msgs/CompressedImage (same field names)."""
-    format: str = ''
-    data: bytes = b''
-    header: Any = None
-    extra: dict = field(default_factory=dict)
 
 
 def _buffer(data) -> memoryview:
@@ -217,7 +197,6 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     """
     fmt = str(getattr(msg, 'format', ''))
     if 'compresseddepth' in fmt.lower():
-        from .compressed_depth import decode_compressed_depth
         depth, _ = decode_compressed_depth(msg)
         if desired_encoding not in ('passthrough', '16UC1', 'mono16', '32FC1'):
             raise ImageEncodingError(f'compressedDepth gives depth; cannot give {desired_encoding}')
@@ -237,23 +216,6 @@ def compressed_imgmsg_to_array(msg, desired_encoding: str = 'passthrough') -> np
     if src is None:
         raise ImageEncodingError(f'decoded image has unexpected shape {img.shape}')
     return convert_encoding(img, src, desired_encoding)
-
-
-def guarded_imdecode(raw: np.ndarray, what: str) -> np.ndarray:
-    """``cv2.imdecode(raw, IMREAD_UNCHANGED)`` after :func:`.compressed_header.check_compressed` (size from the
-    header, byte structure): a header claiming too many pixels or broken data never reaches the decoder and raises
-    :class:`~string_perception.runtime.errors.InputError` (``image_too_large`` / ``corrupt_image``); a decoder
-    failure (including a ``cv2.error``) is an ImageEncodingError."""
-    import cv2
-    from .compressed_header import check_compressed
-    check_compressed(raw.tobytes(), what)       # InputError image_too_large / corrupt_image: keeps its kind
-    try:
-        img = cv2.imdecode(raw, cv2.IMREAD_UNCHANGED)
-    except cv2.error as e:
-        raise ImageEncodingError(f'could not decode {what}: {e}') from None
-    if img is None:
-        raise ImageEncodingError(f'could not decode {what}: undecodable data')
-    return img
 
 
 def _default_encoding(array: np.ndarray) -> str:
@@ -363,7 +325,7 @@ class FallbackBridge:
     YUV): never the other way round.
     """
 
-    name = 'string_perception.ros.image_conversion'
+    name = 'string_perception.codec.image_conversion'
 
     @_bridge_errors
     def imgmsg_to_cv2(self, img_msg, desired_encoding: str = 'passthrough') -> np.ndarray:

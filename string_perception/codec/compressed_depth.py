@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .image_data import CompressedImageData, ImageEncodingError, guarded_imdecode
+
 __all__ = ['HEADER', 'INV_DEPTH', 'depth_format', 'decode_compressed_depth', 'encode_compressed_depth']
 
 HEADER = struct.Struct('<iff')      # compression format (enum), depthParam[0] (A), depthParam[1] (B): 12 bytes
@@ -29,7 +31,6 @@ DEFAULT_DEPTH_QUANTIZATION = 100.0  # the publisher's depth_quantization paramet
 
 
 def _error(message: str) -> Exception:
-    from .image_conversion import ImageEncodingError
     return ImageEncodingError(message)
 
 
@@ -61,7 +62,6 @@ def decode_compressed_depth(msg: Any) -> tuple[np.ndarray, str]:
         raise _error(f'compressedDepth message has {len(data)} bytes: no room for the {HEADER.size}-byte header '
                      'and a PNG')
     _, quant_a, quant_b = HEADER.unpack_from(data)
-    from .image_conversion import guarded_imdecode
     png = guarded_imdecode(np.frombuffer(data, np.uint8, offset=HEADER.size), f'compressedDepth PNG ({fmt!r})')
     if png.dtype != np.uint16 or png.ndim != 2:
         got = f'a {png.dtype} image of shape {png.shape}'
@@ -104,7 +104,7 @@ def encode_compressed_depth(depth: np.ndarray, encoding: str, *, depth_max: floa
         try:
             from sensor_msgs.msg import CompressedImage as msg_type
         except ImportError:
-            from .image_conversion import CompressedImageData as msg_type
+            msg_type = CompressedImageData
     msg = msg_type()
     if header is not None:
         msg.header = header

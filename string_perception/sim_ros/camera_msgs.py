@@ -1,4 +1,4 @@
-"""What a live simulated RGB-D camera publishes, as rosbags messages (ROS-free; ros/sim_camera.py serialises and
+"""What a live simulated RGB-D camera publishes, as rosbags messages (rclpy-free; ``sim_camera.py`` serialises and
 publishes them, a bag writer could store them): the realsense2_camera-like layout of the bundled recording
 (bags/topics.DEFAULT_TOPICS: rgb8 colour, 16UC1 depth registered to colour, CameraInfo, ground-truth
 Detection3DArray with class names as class ids), plus /clock (simulated time), /tf (world -> camera optical frame
@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from string_perception.bags import messages as M
-from string_perception.bags.topics import DEFAULT_TOPICS
-from string_perception.box_ops import rotation_to_quaternion
-
-from .classes import SIM_CLASS_NAMES
+from ..bags import messages as M
+from ..bags.topics import DEFAULT_TOPICS
+from ..box_ops import rotation_to_quaternion
+from ..sim.classes import SIM_CLASS_NAMES
 
 CLOCK = '/clock'
 TF = '/tf'

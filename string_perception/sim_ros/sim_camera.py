@@ -5,7 +5,7 @@ RGB-D driver does, for the node, RViz, the recorder and the bag evaluator.
     string-perception-sim --cell kuka --frames 30 --realtime-factor 0      # 30 frames as fast as it renders
     string-perception-sim --cell aloha --motion sweep                      # arms sweep instead of picking
 
-Topics (sim/messages.py): /camera/color/image_raw (rgb8), /camera/depth/image_raw (16UC1, registered to colour),
+Topics (camera_msgs.py): /camera/color/image_raw (rgb8), /camera/depth/image_raw (16UC1, registered to colour),
 /camera/color/camera_info, /ground_truth/detections (Detection3DArray, class names as class ids), /clock (the
 simulated time; every header stamp is it), /tf (world -> camera_color_optical_frame and the robot links),
 /joint_states. Messages are built as rosbags objects and published as their CDR bytes (as the bag player does).
@@ -19,6 +19,8 @@ import sys
 import time
 
 from ..bags.ros_io import message_class, publisher_qos
+from ..bags.typestore import make_typestore
+from ..dds_env import apply_dds_env
 
 __all__ = ['READY_LINE', 'main', 'build_parser']
 
@@ -61,12 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         print('string-perception-sim: need --rate > 0 and --realtime-factor >= 0', file=sys.stderr)
         return 2
     if args.domain_id is not None:
-        from .dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
-    from ..bags.typestore import make_typestore
-    from ..sim import SimConfig
+    from ..sim import SimConfig    # mujoco: only when the camera runs
     from ..sim.live import LiveCell, LiveConfig
-    from ..sim.messages import TOPIC_TYPES, view_messages
+    from .camera_msgs import TOPIC_TYPES, view_messages
 
     try:
         cell = LiveCell(SimConfig(cell=args.cell, height=args.height, width=args.width), seed=args.seed,

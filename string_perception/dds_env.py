@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from .paths import config_file
+
 PROFILE_NAME = 'fastdds_loopback.xml'
 RMW = 'rmw_fastrtps_cpp'
 MAX_DOMAIN_ID = 101   # highest id whose RTPS ports stay below Linux's ephemeral range (ROS 2 docs)
@@ -18,7 +20,6 @@ MAX_DOMAIN_ID = 101   # highest id whose RTPS ports stay below Linux's ephemeral
 
 def default_profile() -> Path:
     """The shipped loopback profile (installed share dir or the source tree)."""
-    from string_perception.paths import config_file
     return config_file(PROFILE_NAME)
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..runtime.postprocess import Detections
-from .messages import copy_header
+from .detection_msgs import copy_header
 
 __all__ = ['class_colour', 'track_colour', 'up_axis', 'MarkerBuilder', 'BOX_NS', 'TEXT_NS']
 

@@ -3,7 +3,8 @@
 The node declares them from :data:`PARAMS` (ROS ``ParameterDescriptor`` with ranges), validates them at
 configure time with :func:`validate_all` and on every ``set_parameters`` with :func:`check_updates`;
 ``config/default.yaml`` mirrors :func:`defaults` (a test keeps them equal; :func:`render_yaml` writes it).
-Nothing here imports rclpy at module level, so the rules are testable without ROS.
+Nothing here imports rclpy at module level, so the rules are testable without ROS. Below ``ros/`` (which declares
+them on its node), ``bags/`` and ``evaluation/`` (which replay the node offline with its defaults) alike.
 
 ``live`` parameters take effect on the next frame; the others (model, QoS, synchronisation) are read at
 ``configure`` and apply after a cleanup + configure (the lifecycle way to reload).
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = ['ParamSpec', 'PARAMS', 'SPECS', 'NODE_NAME', 'defaults', 'validate', 'validate_all', 'check_updates',
-           'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'effective_score_threshold', 'trt_cache_dir',
+           'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'import_tf2', 'TF2_NAMES',
+           'effective_score_threshold', 'trt_cache_dir',
            'AUTO_PROVIDERS', 'model_options',
            'DEFAULT_SCORE_THRESHOLD']
 
@@ -27,6 +29,7 @@ RELIABILITY = ('best_effort', 'reliable')
 INPUTS = ('image', 'depth', 'camera_info')
 AUTO_PROVIDERS = 'auto'   # providers: [auto] = what this host can run (runtime.onnx_runner.usable_providers)
 DEFAULT_SCORE_THRESHOLD = 0.3   # when score_threshold is -1 and the model's metadata recommends none
+TF2_NAMES = ('Buffer', 'TransformListener', 'TransformException')   # what ros/tf_lookup.py needs from tf2_ros
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('skip_unsubscribed_outputs', 'bool', True,
               'build no markers, embedding, tokens or debug image while nobody subscribes to them', live=True),
     ParamSpec('raw_image_input', 'bool', True,
-              'raw image/depth transport: take the serialized sensor_msgs/Image and read it with ros/image_cdr.py '
+              'raw image/depth transport: take the serialized sensor_msgs/Image and read it with codec/image_cdr.py '
               "(numpy views over the received bytes) instead of rclpy's message conversion"),
     ParamSpec('inline_processing', 'bool', True,
               'run the pipeline in the synchroniser callback (executor thread; no thread hand-off) instead of handing '
@@ -182,7 +185,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               'keep the inputs\' qos_depth at 1 (only the newest waits)'),
     ParamSpec('reuse_output_messages', 'bool', True,
               'build ~/detections and ~/tracks by refilling the previous frame\'s message objects instead of '
-              'constructing new ones (ros/messages.Detection3DArrayBuilder)'),
+              'constructing new ones (codec/detection_msgs.Detection3DArrayBuilder)'),
     ParamSpec('latency_log', 'string', '',
               'append each frame\'s per-stage latencies (ms) as one JSON line to this file; empty = off '
               '(benchmarks/node_latency.py)'),
@@ -205,10 +208,18 @@ def _specs(params: Sequence[ParamSpec] | None) -> Mapping[str, ParamSpec]:
     return SPECS if params is None else {p.name: p for p in params}
 
 
+def import_tf2():
+    """The ``tf2_ros`` module when it has :data:`TF2_NAMES` (what ``ros/tf_lookup.py`` uses); ImportError (saying
+    what is missing) otherwise. The one check of tf2_ros: the lookup imports it through this."""
+    import tf2_ros    # optional: only a target_frame other than the image frame needs it (not on PyPI set-ups)
+    missing = [n for n in TF2_NAMES if not hasattr(tf2_ros, n)]
+    if missing:
+        raise ImportError(f'tf2_ros lacks {", ".join(missing)}')
+    return tf2_ros
+
+
 def tf2_available() -> bool:
-    """True when tf2_ros can be imported and has what ``ros/tf_lookup.py`` uses (needed for a target_frame other
-    than the image frame): the same check as :func:`tf_lookup.import_tf2`."""
-    from .tf_lookup import import_tf2
+    """True when :func:`import_tf2` succeeds (needed for a target_frame other than the image frame)."""
     try:
         import_tf2()
     except ImportError:
@@ -247,7 +258,7 @@ def tracker_config(cfg: Mapping[str, Any]):
     (``ValueError`` when they disagree, e.g. track_max_gap < track_death_misses)."""
     if not cfg['tracking']:
         return None
-    from ..runtime.tracking import TrackerConfig
+    from .runtime.tracking import TrackerConfig    # scipy / filterpy: only when tracking is on
     return TrackerConfig(birth_hits=cfg['track_birth_hits'], death_misses=cfg['track_death_misses'],
                          max_gap=cfg['track_max_gap'], association=cfg['track_association'],
                          max_distance_m=cfg['track_max_distance'], min_iou=cfg['track_min_iou'],
@@ -377,7 +388,7 @@ PARAMS_FILE_NODE = '/**'   # config/default.yaml applies to any node name / name
 def render_yaml(node_name: str = PARAMS_FILE_NODE) -> str:
     """``config/default.yaml``: the defaults in ROS params-file form, each with its description as a comment."""
     import json
-    lines = ['# Defaults of the string_perception node (generated from string_perception/ros/params.py;',
+    lines = ['# Defaults of the string_perception node (generated from string_perception/node_params.py;',
              '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
              f'{node_name}:', '  ros__parameters:']
     for p in PARAMS:

@@ -30,6 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..bags import messages as M
+from ..bags.ros_io import message_class, publisher_qos
+from ..bags.typestore import make_typestore
+from ..dds_env import apply_dds_env
+
 __all__ = ['READY_LINE', 'EPISODE_LINE', 'EpisodeStats', 'main', 'build_parser', 'COMMAND_TOPIC']
 
 READY_LINE = 'string-perception-sim-aloha: controller answered, running episodes'
@@ -93,9 +98,6 @@ class _Loop:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
-
-        from ..bags.ros_io import message_class, publisher_qos
-        from ..bags.typestore import make_typestore
         self.rclpy = rclpy
         self.node = rclpy.create_node('string_perception_sim_aloha')
         self.store = make_typestore()
@@ -145,7 +147,6 @@ def depth_image(depth_m: np.ndarray, encoding: str) -> np.ndarray:
 
 def _messages(obs, stamp_ns: int, args, joint_names):
     """(topic, rosbags message) of one observation."""
-    from ..bags import messages as M
     Time = M.msg_type('builtin_interfaces/msg/Time')
     h, w = obs.color.shape[:2]
     depth = depth_image(obs.depth, args.depth_encoding)
@@ -258,9 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ.setdefault('MUJOCO_GL', 'osmesa')
     if args.domain_id is not None:
-        from .dds_env import apply_dds_env
         apply_dds_env(args.domain_id)
-    from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig
+    from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig    # mujoco: only when it runs
     from ..sim.demos.transfer_cube import CONTROL_DT, TransferCubeScene
     import rclpy
     rclpy.init(args=['string-perception-sim-aloha', *ros_args])

@@ -1,6 +1,6 @@
 """Live end-to-end demo on a simulated workcell: ``string-perception-sim`` -> the node -> this listener.
 
-    python -m string_perception.ros.sim_demo --cell aloha --rig top --frames 20 --rate 2
+    python -m string_perception.sim_ros.sim_demo --cell aloha --rig top --frames 20 --rate 2
 
 Starts the node (its inputs on the sim's camera topics) and the simulated camera as child processes on a private
 ROS_DOMAIN_ID with the loopback-only DDS profile, listens to the node's detections and the sim's ground truth,
@@ -19,13 +19,20 @@ import threading
 import time
 from pathlib import Path
 
+from ..bags.topics import DEFAULT_TOPICS
 from ..child_process import ChildProcess
+from ..codec.detection_msgs import camera_info_to_k, detections_from_msg, stamp_to_ns
+from ..codec.image_conversion import convert_encoding, imgmsg_to_array
+from ..dds_env import MAX_DOMAIN_ID, apply_dds_env, merged_dds_env
+from ..demo import DetectionListener, default_model, frame_line, label_list
+from ..evaluation import evaluate as E
+from .sim_camera import READY_LINE as SIM_READY
 
 GROUND_TRUTH = '/ground_truth/detections'
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='python -m string_perception.ros.sim_demo', description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='python -m string_perception.sim_ros.sim_demo', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--cell', default='aloha', choices=('aloha', 'kuka'))
     p.add_argument('--rig', default=None, help='camera position of the cell (default: drawn from the seed)')
@@ -47,13 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from ..bags.topics import DEFAULT_TOPICS
-    from ..demo import _default_model
-    from .dds_env import MAX_DOMAIN_ID, merged_dds_env
-    from .node import READY_LINE, node_command
-    from .sim_camera import READY_LINE as SIM_READY
+    from ..ros.node import READY_LINE, node_command    # rclpy, cv2 at import: only when the demo runs
 
-    model = Path(args.model) if args.model else _default_model()
+    model = Path(args.model) if args.model else default_model()
     if not model.is_file():
         print(f'sim_demo: model {model} not found', file=sys.stderr)
         return 2
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = node_command(model, params=params, remaps={'image': DEFAULT_TOPICS.image, 'depth': DEFAULT_TOPICS.depth,
                                                      'camera_info': DEFAULT_TOPICS.camera_info})
     camera = [DEFAULT_TOPICS.image, DEFAULT_TOPICS.depth, DEFAULT_TOPICS.camera_info]
-    sim_cmd = [sys.executable, '-m', 'string_perception.ros.sim_camera', '--cell', args.cell, '--seed',
+    sim_cmd = [sys.executable, '-m', 'string_perception.sim_ros.sim_camera', '--cell', args.cell, '--seed',
                str(args.seed), '--motion', args.motion, '--frames', str(args.frames), '--rate', str(args.rate),
                '--width', str(args.width), '--height', str(args.height), '--wait-for-subscribers', '1',
                '--wait-topics', *camera, GROUND_TRUTH, '--wait-timeout', '120']
@@ -97,13 +100,6 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import CameraInfo, Image
     from vision_msgs.msg import Detection3DArray
-
-    from ..bags.topics import DEFAULT_TOPICS
-
-    from ..demo import DetectionListener, _frame_line, _label_list
-    from ..evaluation import evaluate as E
-    from .dds_env import apply_dds_env
-    from .messages import detections_from_msg, stamp_to_ns
 
     apply_dds_env(domain)
     rclpy.init(args=None)
@@ -141,7 +137,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     with listener.lock:
         received = dict(listener.received)
     gts = dict(gt_msgs)
-    labels = _label_list(listener.id_names, *(m for m, _ in gts.values()), *(m for m, _ in received.values()))
+    labels = label_list(listener.id_names, *(m for m, _ in gts.values()), *(m for m, _ in received.values()))
     preds, truths, per_frame = [], [], []
     for i, stamp in enumerate(sorted(gts)):
         if stamp not in received:
@@ -151,7 +147,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
         pred = detections_from_msg(msg, labels, listener.id_names)
         gt = detections_from_msg(gts[stamp][0], labels)
         latency_ms = (t_recv - gts[stamp][1]) * 1e3
-        print(_frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
+        print(frame_line(i, stamp, pred, gt, labels, latency_ms), flush=True)
         per_frame.append({'index': i, 'stamp_ns': stamp, 'boxes': len(pred['scores']), 'true_boxes': len(gt['labels']),
                           'latency_ms': latency_ms})
         preds.append({k: pred[k] for k in ('params', 'labels', 'scores')})
@@ -166,7 +162,7 @@ def _listen_and_score(args, domain: int, out: Path, sim_proc, sim_ready: str) ->
     report = {'cell': args.cell, 'motion': args.motion, 'frames': len(gts), 'answered': len(per_frame),
               'labels': labels, 'headline': E.headline(summary), 'metrics': summary, 'per_frame': per_frame,
               'image': None if image is None else image.name}
-    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E._json_default) + '\n')
+    (out / 'metrics.json').write_text(json.dumps(report, indent=2, default=E.json_default) + '\n')
     print(f'[sim_demo] wrote {out / "metrics.json"}' + (f' and {image}' if image else ''), flush=True)
     return 0
 
@@ -176,10 +172,6 @@ def _annotate(index, out: Path, per_frame: list[dict], preds: list[dict], truths
     """One answered frame (`index`, else the one with the most true + predicted boxes) drawn with the true boxes
     (green) and the node's (red) at the image's own size -> frame_<i>.png; None when its image did not arrive."""
     import cv2
-
-    from ..evaluation import evaluate as E
-    from .image_conversion import convert_encoding, imgmsg_to_array
-    from .messages import camera_info_to_k
     rows = [(f, p, t) for f, p, t in zip(per_frame, preds, truths) if f['stamp_ns'] in images
             and f['stamp_ns'] in infos and (index is None or f['index'] == index)]
     if not rows:
