@@ -10,7 +10,7 @@ pytest.importorskip('rclpy')
 
 from std_msgs.msg import Header  # noqa: E402
 
-from string_perception.ros import params as P  # noqa: E402
+from string_perception import node_params as P  # noqa: E402
 from string_perception.ros.latency import FrameTiming  # noqa: E402
 from string_perception.ros.live_params import on_parameter_updates, pipeline_settings  # noqa: E402
 from string_perception.ros.target_frame import TargetFrame  # noqa: E402
