@@ -56,3 +56,22 @@ def test_holding_the_start_pose_never_touches():
 def test_query_interval_must_fit_the_chunk():
     with pytest.raises(ValueError, match='query_every'):
         run_episode(0, lambda obs: None, RolloutConfig(chunk_size=10, query_every=11))
+
+
+def test_physics_only_demo_and_rollout_match_the_rendered_ones(demo):
+    """render=False: no frames (empty arrays), the same physics: same qpos, actions and rewards as the rendered demo,
+    and a replay without rendering reaches the same rewards."""
+    bare = RolloutConfig(chunk_size=50, query_every=10, height=24, width=32, render=False)
+    plain = record_demonstration(0, frame_every=100, config=bare)
+    assert plain['color'].shape == (4, 0, 0, 3) and plain['depth'].shape == (4, 0, 0)
+    for k in ('qpos', 'action', 'reward', 'frame_steps', 'K', 'cube_xyz'):
+        np.testing.assert_array_equal(plain[k], demo[k])
+    seen = []
+
+    def act(obs):
+        seen.append(obs.color.shape)
+        return replay_actor(plain['action'], bare.chunk_size)(obs)
+
+    r = run_episode(0, act, bare)
+    assert set(seen) == {(0, 0, 3)} and r.render_cpu_s == 0.0
+    np.testing.assert_array_equal(r.rewards, demo['reward'])
