@@ -33,20 +33,43 @@ from string_perception.policy.train_bc import train  # noqa: E402
 from string_perception.sim.demos.outcomes import (OUTCOMES, episode_outcome, outcome_counts,  # noqa: E402
                                                   success_last_step, success_max_reward)
 from string_perception.sim.demos.rollout import RolloutConfig, record_demonstration, run_episode  # noqa: E402
+from string_perception.sim.demos.scripted import TransferScript  # noqa: E402
 
 ROOT = Path('/work/runs/policy')
 EVAL_SEEDS = '1000:1050'
 
-# name -> (what changed, PolicyConfig overrides, RolloutConfig overrides). 'baseline' is today's recipe
-# (docs/results/aloha_policy.md): 45 train demos + 5 validation, every 4th step, K 50, query every 10, m 0.01.
+# name -> (what changed, the variant it changes (None: BASE), PolicyConfig overrides, RolloutConfig overrides): ONE
+# change on top of its parent. 'baseline' is today's recipe (docs/results/aloha_policy.md): 45 train demos + 5 for
+# validation, samples at every 4th step, K 50, query every 10, m 0.01, 3000 steps. A variant that changes only the
+# rollout evaluates its parent's checkpoints.
 BASE = dict(observation='privileged', episodes=50, steps=3000)
-VARIANTS: dict[str, tuple[str, dict, dict]] = {
-    'baseline': ('today: 45 demos, every 4th step, K 50, query every 10, m 0.01, 3000 steps', {}, {}),
-    'query1': ('query every step (ACT), same checkpoint as baseline', {}, {'query_every': 1}),
-    'every1': ('samples at every step instead of every 4th', {'sample_every': 1}, {}),
-    'demos200': ('200 train demos', {'episodes': 205}, {}),
-    'demos500': ('500 train demos', {'episodes': 505}, {}),
+VARIANTS: dict[str, tuple[str, str | None, dict, dict]] = {
+    'baseline': ('today: 45 demos, every 4th step, K 50, query every 10, m 0.01, 3000 steps', None, {}, {}),
+    'query1': ('query every step (ACT)', 'baseline', {}, {'query_every': 1}),
+    'every1': ('samples at every step instead of every 4th', 'baseline', {'sample_every': 1}, {}),
+    'demos200': ('200 train demos', 'baseline', {'episodes': 205}, {}),
+    'demos500': ('500 train demos', 'baseline', {'episodes': 505}, {}),
+    'steps10k': ('10000 training steps instead of 3000', 'baseline', {'steps': 10000}, {}),
+    'chunk100': ('K 100 (ACT) instead of 50', 'baseline', {'chunk_size': 100}, {}),
+    'chunk20': ('K 20 instead of 50', 'baseline', {'chunk_size': 20}, {}),
+    'wide': ('head 1024 wide, 4 layers', 'baseline', {'hidden': 1024, 'layers': 4}, {}),
+    'nodropout': ('dropout 0 instead of 0.1', 'baseline', {'dropout': 0.0}, {}),
+    'pitch45': ('demonstrator turns the right wrist first (TransferScript.t_pitch 45): one IK branch',
+                'baseline', {'demos': 'demos_pitch45'}, {}),
+    'pitch45_wide': ('pitch45 + head 1024 wide, 4 layers', 'pitch45', {'hidden': 1024, 'layers': 4}, {}),
+    'pitch45_10k': ('pitch45 + 10000 steps', 'pitch45', {'steps': 10000}, {}),
+    'pitch45_query1': ('pitch45, query every step', 'pitch45', {}, {'query_every': 1}),
 }
+
+
+def resolve(name: str) -> tuple[dict, dict, str]:
+    """(PolicyConfig overrides, RolloutConfig overrides, the variant whose checkpoints it evaluates) of a variant,
+    its parents' changes included."""
+    what, parent, train_over, roll_over = VARIANTS[name]
+    if parent is None:
+        return dict(train_over), dict(roll_over), name
+    t, r, trained_as = resolve(parent)
+    return {**t, **train_over}, {**r, **roll_over}, (name if train_over else trained_as)
 
 
 def parse_range(text: str) -> range:
@@ -67,8 +90,9 @@ def cmd_record(args) -> int:
         p = demo_path(args.out, seed)
         if p.exists():
             continue
-        demo = record_demonstration(seed, args.frame_every, cfg)
-        tmp = p.with_name(p.stem + '.tmp.npz')
+        demo = record_demonstration(seed, args.frame_every, cfg, TransferScript(t_pitch=args.t_pitch),
+                                    action_noise_std=args.action_noise)
+        tmp = p.with_name('tmp_' + p.name)                 # not a demo_*.npz until complete
         np.savez_compressed(tmp, **demo)
         tmp.replace(p)
         done += 1
@@ -102,10 +126,10 @@ def evaluate(checkpoint, seeds: range, rollout_overrides: dict) -> dict:
 
 def run_variant(name: str, policy_seed: int, root: Path, demos: Path, seeds: range, progress: bool) -> dict:
     """Train (resumable) and evaluate one variant for one policy seed; returns the eval summary."""
-    what, train_over, roll_over = VARIANTS[name]
-    train_name = train_over.get('_train_as', name)
-    train_over = {k: v for k, v in train_over.items() if not k.startswith('_')}
+    what = VARIANTS[name][0]
+    train_over, roll_over, train_name = resolve(name)
     run = root / train_name / f's{policy_seed}'
+    demos = root / train_over['demos'] if 'demos' in train_over else demos       # a variant's own demos
     cfg = PolicyConfig(**{**BASE, **train_over, 'demos': str(demos), 'out': str(run), 'seed': policy_seed,
                           'threads': 1})
     last = run / 'last.pt'
@@ -117,7 +141,7 @@ def run_variant(name: str, policy_seed: int, root: Path, demos: Path, seeds: ran
         return json.loads(out.read_text())['summary']
     res = evaluate(run / 'best.pt', seeds, roll_over)
     res['summary'].update(variant=name, what=what, policy_seed=policy_seed, train_overrides=train_over,
-                          rollout_overrides=roll_over, load_avg=os.getloadavg()[0],
+                          rollout_overrides=roll_over, parent=VARIANTS[name][1], load_avg=os.getloadavg()[0],
                           date=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))
@@ -175,6 +199,9 @@ def main(argv=None) -> int:
     r.add_argument('--episodes', type=int, default=505)
     r.add_argument('--first-seed', type=int, default=0)
     r.add_argument('--frame-every', type=int, default=4)
+    r.add_argument('--action-noise', type=float, default=0.0,
+                   help='DART: executed actions get Gaussian noise of this std (rad, arm joints), labels stay clean')
+    r.add_argument('--t-pitch', type=int, default=0, help='TransferScript.t_pitch (0: today\'s demonstrator)')
     r.add_argument('--out', type=Path, default=ROOT / 'demos')
     v = sub.add_parser('variant', help='train + evaluate a named variant (resumable)')
     v.add_argument('name', choices=sorted(VARIANTS))

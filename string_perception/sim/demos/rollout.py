@@ -158,15 +158,22 @@ def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: Rol
 
 
 def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig = RolloutConfig(),
-                         script: TransferScript = TransferScript()) -> dict[str, np.ndarray]:
+                         script: TransferScript = TransferScript(), action_noise_std: float = 0.0
+                         ) -> dict[str, np.ndarray]:
     """The scripted demonstrator's episode with the camera observed at steps 0, n, 2n, ...
+
+    ``action_noise_std`` > 0 (DART, Laskey et al. 2017): the scene executes the demonstrator's action plus Gaussian
+    noise of this std (radians, the 12 arm joints, not the grippers; seeded by ``seed``) while ``action`` records
+    the demonstrator's own, so the demo visits states off its nominal path and labels them with the way back (the
+    demonstrator tracks its own IK solution, not the perturbed state; its left grasp is planned from the cube's
+    measured position, so it follows where the noisy right arm carried the cube).
 
     With ``config.render`` False nothing is rendered (color [F,0,0,3], depth [F,0,0]): a demo for the privileged
     policy, which needs only qpos, actions and the cube (physics is unchanged: rendering only reads the state).
 
     Returns qpos float32 [T,14], action float32 [T,14], reward int8 [T], frame_steps int64 [F], color uint8
     [F,H,W,3], depth uint16 [F,H,W] (mm, 0 = none, as sim.demos.episodes), K float64 [3,3], cube_xyz [3], seed,
-    success (reward 4 at the last step).
+    success (reward 4 at the last step), action_noise_std.
     """
     scene = TransferCubeScene()
     scene.reset(seed)
@@ -176,6 +183,10 @@ def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig 
     T = config.steps
     qpos, action, reward = np.zeros((T, 14), np.float32), np.zeros((T, 14), np.float32), np.zeros(T, np.int8)
     steps = np.arange(0, T, frame_every)
+    noise = np.zeros((T, 14))
+    if action_noise_std > 0:
+        arm = np.r_[0:6, 7:13]                                                        # not the grippers (6, 13)
+        noise[:, arm] = np.random.default_rng([seed, 1]).normal(0.0, action_noise_std, (T, 12))
     h, w = (config.height, config.width) if config.render else (0, 0)
     color = np.zeros((len(steps), h, w, 3), np.uint8)
     depth = np.zeros((len(steps), h, w), np.uint16)
@@ -187,12 +198,13 @@ def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig 
                 color[t // frame_every] = obs.color
                 depth[t // frame_every] = np.clip(np.round(obs.depth * 1000.0), 0, 65535)
             action[t] = policy(t)
-            scene.step(action[t])
+            scene.step(action[t] + noise[t])
             reward[t] = scene.reward()
     finally:
         camera.close()
     return dict(qpos=qpos, action=action, reward=reward, frame_steps=steps, color=color, depth=depth,
-                K=camera.K, cube_xyz=cube, seed=np.int64(seed), success=np.bool_(reward[-1] == MAX_REWARD))
+                K=camera.K, cube_xyz=cube, seed=np.int64(seed), success=np.bool_(reward[-1] == MAX_REWARD),
+                action_noise_std=np.float64(action_noise_std))
 
 
 def replay_actor(actions: np.ndarray, chunk_size: int) -> Callable[[Observation], np.ndarray]:
