@@ -201,7 +201,8 @@ def main(argv=None) -> int:
     r.add_argument('--frame-every', type=int, default=4)
     r.add_argument('--action-noise', type=float, default=0.0,
                    help='DART: executed actions get Gaussian noise of this std (rad, arm joints), labels stay clean')
-    r.add_argument('--t-pitch', type=int, default=0, help='TransferScript.t_pitch (0: today\'s demonstrator)')
+    r.add_argument('--t-pitch', type=int, default=TransferScript().t_pitch,
+                   help='TransferScript.t_pitch (0: the demonstrator before issue 39)')
     r.add_argument('--out', type=Path, default=ROOT / 'demos')
     v = sub.add_parser('variant', help='train + evaluate a named variant (resumable)')
     v.add_argument('name', choices=sorted(VARIANTS))

@@ -11,12 +11,13 @@ left arm pulls the cube away. Where the left grasps is planned from the cube's m
 arm holds it at the meeting point (the ACT script planned every waypoint from the initial cube pose).
 
 Wrist branch (issue 39): the vx300s wrist is roll-pitch-roll (forearm_roll, wrist_angle, wrist_rotate), and
-(a, b, c) and (a -/+ pi, -b, c +/- pi) give the same tool pose. With ``t_pitch = 0`` the right tool turns to the pick
-orientation while the waist swings towards the cube; that needs a wrist yaw near wrist_angle = 0 (the singularity),
-so the IK ends on one of three branches depending on the cube position (forearm_roll ~ -pi, ~ +pi or ~ 0; 20 / 12
-/ 8 of seeds 0-39): the joint-space demos are discontinuous in the cube position and a behaviour-cloning policy
-averages the branches. ``t_pitch > 0`` first pitches the wrist to the pick orientation in place (no yaw needed), then
-travels: every seed stays on the forearm_roll ~ 0 branch.
+(a, b, c) and (a -/+ pi, -b, c +/- pi) give the same tool pose. With ``t_pitch = 0`` (the script before issue 39)
+the right tool turns to the pick orientation while the waist swings towards the cube; that needs a wrist yaw near
+wrist_angle = 0 (the singularity), so the IK ends on one of three branches depending on the cube position
+(forearm_roll ~ -pi, ~ +pi or ~ 0; 20 / 12 / 8 of seeds 0-39): the joint-space demos are discontinuous in the cube
+position and a behaviour-cloning policy averages the branches. ``t_pitch > 0`` (default 45) first pitches the
+wrist to the pick orientation in place (no yaw needed), then travels: every seed stays on the forearm_roll ~ 0
+branch.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class TransferScript:
     left_grasp_dx_m: float = -0.005         # left pad centre relative to the cube centre along x at the hand-over
     left_standoff_m: float = 0.1            # left pre-grasp distance (along -x) from its grasp point
     # time steps (50 Hz) of the waypoints
-    t_pitch: int = 0                        # > 0: the right tool first turns to the pick orientation in place
+    t_pitch: int = 45                       # > 0: the right tool first turns to the pick orientation in place
                                             # (a pure wrist pitch), then travels; 0: both at once (see below)
     t_hover: int = 90
     t_grasp: int = 130
