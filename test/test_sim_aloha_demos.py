@@ -100,5 +100,6 @@ def test_deterministic_per_seed(scripted):
     np.testing.assert_array_equal(a.qpos, scripted.qpos[:180])
     np.testing.assert_array_equal(a.action, scripted.action[:180])
     np.testing.assert_array_equal(a.images['top'], scripted.images['top'][:180])
-    b = record_episode(1, EpisodeConfig(height=24, width=32, steps=20))
-    assert not np.array_equal(a.box_pose, b.box_pose) and not np.array_equal(a.action[:20], b.action)
+    # the first TransferScript.t_pitch steps turn the wrist in place (the same for every cube), then they differ
+    b = record_episode(1, EpisodeConfig(height=24, width=32, steps=60))
+    assert not np.array_equal(a.box_pose, b.box_pose) and not np.array_equal(a.action[:60], b.action)

@@ -13,6 +13,10 @@ class PolicyConfig:
     # data
     demos: str = 'runs/aloha_policy/demos'      # demo_<seed>.npz (sim/demos/rollout.record_demonstration)
     val_episodes: int = 5                       # the last demos (by seed) are held out for the validation loss
+    episodes: int = 0                           # use the first N demos by seed (0: all of the directory); the
+                                                # last val_episodes of them are the validation split
+    sample_every: int = 0                       # 0: one sample per recorded frame (the demo's frame_steps);
+                                                # n: one per n-th control step (privileged only: no frames needed)
     # observation: 'vision' = the ViTD policy embedding of the top camera; 'privileged' = the cube's initial
     # position instead (no camera): separates behaviour-cloning error from vision error
     observation: str = 'vision'
@@ -55,6 +59,10 @@ class PolicyConfig:
             raise ValueError(f'observation must be one of {OBSERVATIONS}, got {self.observation!r}')
         if not 1 <= self.query_every <= self.chunk_size:
             raise ValueError(f'query_every must be in 1..chunk_size, got {self.query_every}')
+        if self.episodes < 0 or self.sample_every < 0:
+            raise ValueError('episodes and sample_every must be >= 0')
+        if self.sample_every and self.observation != 'privileged':
+            raise ValueError('sample_every needs observation=privileged (vision samples are the recorded frames)')
         if self.finetune and self.observation != 'vision':
             raise ValueError('finetune needs observation=vision')
 

@@ -79,12 +79,20 @@ class Samples:
                 'state': torch.as_tensor(self.state[idx])}
 
 
-def build_samples(demos: list[dict], chunk_size: int, frame_offset: int = 0) -> Samples:
-    """One sample per observed frame of each demo; frames numbered from frame_offset in demo order."""
+def sample_steps(demo: dict, sample_every: int = 0) -> np.ndarray:
+    """The control steps a demo gives samples at: its recorded frame_steps (0), or every n-th step (n > 0)."""
+    if sample_every < 0:
+        raise ValueError(f'sample_every must be >= 0, got {sample_every}')
+    return np.asarray(demo['frame_steps']) if sample_every == 0 else np.arange(0, len(demo['action']), sample_every)
+
+
+def build_samples(demos: list[dict], chunk_size: int, frame_offset: int = 0, sample_every: int = 0) -> Samples:
+    """One sample per observed frame of each demo (or per sample_every-th step: sample_steps); frames numbered
+    from frame_offset in demo order (with sample_every > 0 they index no frame: privileged samples only)."""
     frame, step, qpos, target, mask, state = [], [], [], [], [], []
     f = frame_offset
     for d in demos:
-        for t in d['frame_steps']:
+        for t in sample_steps(d, sample_every):
             tgt, m = chunk_target(d['action'], int(t), chunk_size)
             frame.append(f)
             step.append(int(t))

@@ -128,13 +128,17 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     demos = load_demos(cfg.demos)
+    if cfg.episodes:
+        if cfg.episodes > len(demos):
+            raise ValueError(f'episodes {cfg.episodes}: only {len(demos)} demos in {cfg.demos}')
+        demos = demos[:cfg.episodes]
     if not 0 <= cfg.val_episodes < len(demos):
         raise ValueError(f'val_episodes {cfg.val_episodes} leaves no training demos of {len(demos)}')
     train_demos, val_demos = demos[:len(demos) - cfg.val_episodes], demos[len(demos) - cfg.val_episodes:]
     policy, head = build_policy(cfg)
     head.set_statistics(**statistics(train_demos))
-    train_s = build_samples(train_demos, cfg.chunk_size)
-    val_s = build_samples(val_demos, cfg.chunk_size, frame_offset=len(train_s))
+    train_s = build_samples(train_demos, cfg.chunk_size, sample_every=cfg.sample_every)
+    val_s = build_samples(val_demos, cfg.chunk_size, frame_offset=len(train_s), sample_every=cfg.sample_every)
     tokens = frames = points = None
     c0 = time.process_time()
     if policy is not None:

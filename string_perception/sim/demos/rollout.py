@@ -27,7 +27,8 @@ from ..render import SceneRenderer
 from .scripted import TransferCubeDemonstrator, TransferScript
 from .transfer_cube import ARM_JOINTS, EPISODE_STEPS, MAX_REWARD, SIDES, TransferCubeScene
 
-__all__ = ['JOINT_NAMES', 'Observation', 'EpisodeResult', 'RolloutConfig', 'CellCamera', 'run_episode',
+__all__ = ['JOINT_NAMES', 'Observation', 'EpisodeResult', 'RolloutConfig', 'CellCamera', 'StateCamera',
+           'make_camera', 'run_episode',
            'record_demonstration', 'OnnxActor', 'replay_actor']
 
 JOINT_NAMES = tuple(f'{side}_{j}' for side in SIDES for j in (*ARM_JOINTS, 'gripper'))   # the qpos14 / action order
@@ -44,6 +45,8 @@ class RolloutConfig:
     width: int = 160
     shadow_size: int = 1024               # as EpisodeConfig: no visible change at this size, 4x cheaper
     msaa_samples: int = 0
+    render: bool = True                   # False: physics only, observations carry no frame (color [0,0,3],
+                                          # depth [0,0]): for actors that read only qpos / cube_xyz (privileged)
 
     def validate(self) -> None:
         if not 1 <= self.query_every <= self.chunk_size:
@@ -64,7 +67,8 @@ class Observation:
 @dataclass
 class EpisodeResult:
     seed: int
-    success: bool                  # gym-aloha reward 4 at the last step
+    success: bool                  # reward 4 at the last step (outcomes.success_last_step; gym-aloha's rule,
+                                   # reward 4 at any step, is max_reward == 4)
     max_reward: int                # highest stage reached: 1 right touches .. 4 transferred
     rewards: np.ndarray            # int8 [T]
     cpu_s: float                   # process CPU seconds of the whole episode
@@ -102,6 +106,29 @@ class CellCamera:
         self.renderer.close()
 
 
+class StateCamera:
+    """CellCamera's interface without rendering: observe(step) -> Observation with an empty frame (color
+    uint8 [0,0,3], depth float32 [0,0]) and the camera's intrinsics, for actors that need only the state."""
+
+    def __init__(self, scene: TransferCubeScene, config: RolloutConfig):
+        cam = scene.model.camera(config.camera).id
+        self.scene = scene
+        self.K = _intrinsics(float(scene.model.cam_fovy[cam]), config.height, config.width)
+        self.render_cpu_s = 0.0
+
+    def observe(self, step: int) -> Observation:
+        return Observation(step, np.zeros((0, 0, 3), np.uint8), np.zeros((0, 0), np.float32), self.K,
+                           self.scene.qpos14(), self.scene.box_position())
+
+    def close(self) -> None:
+        pass
+
+
+def make_camera(scene: TransferCubeScene, config: RolloutConfig) -> CellCamera | StateCamera:
+    """CellCamera, or StateCamera with ``config.render`` False."""
+    return CellCamera(scene, config) if config.render else StateCamera(scene, config)
+
+
 def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: RolloutConfig = RolloutConfig()
                 ) -> EpisodeResult:
     """Reset the task for `seed` and run config.steps control steps with act's chunks, temporally ensembled."""
@@ -110,7 +137,7 @@ def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: Rol
     scene = TransferCubeScene()
     scene.reset(seed)
     cube = scene.box_position()
-    camera = CellCamera(scene, config)
+    camera = make_camera(scene, config)
     ensemble = TemporalEnsemble(config.chunk_size, len(JOINT_NAMES), config.temporal_ensemble_m)
     rewards = np.zeros(config.steps, np.int8)
     act_s, queries = 0.0, 0
@@ -131,23 +158,38 @@ def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: Rol
 
 
 def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig = RolloutConfig(),
-                         script: TransferScript = TransferScript()) -> dict[str, np.ndarray]:
+                         script: TransferScript = TransferScript(), action_noise_std: float = 0.0
+                         ) -> dict[str, np.ndarray]:
     """The scripted demonstrator's episode with the camera observed at steps 0, n, 2n, ...
+
+    ``action_noise_std`` > 0 (DART, Laskey et al. 2017): the scene executes the demonstrator's action plus Gaussian
+    noise of this std (radians, the 12 arm joints, not the grippers; seeded by ``seed``) while ``action`` records
+    the demonstrator's own, so the demo visits states off its nominal path and labels them with the way back (the
+    demonstrator tracks its own IK solution, not the perturbed state; its left grasp is planned from the cube's
+    measured position, so it follows where the noisy right arm carried the cube).
+
+    With ``config.render`` False nothing is rendered (color [F,0,0,3], depth [F,0,0]): a demo for the privileged
+    policy, which needs only qpos, actions and the cube (physics is unchanged: rendering only reads the state).
 
     Returns qpos float32 [T,14], action float32 [T,14], reward int8 [T], frame_steps int64 [F], color uint8
     [F,H,W,3], depth uint16 [F,H,W] (mm, 0 = none, as sim.demos.episodes), K float64 [3,3], cube_xyz [3], seed,
-    success (reward 4 at the last step).
+    success (reward 4 at the last step), action_noise_std.
     """
     scene = TransferCubeScene()
     scene.reset(seed)
     cube = scene.box_position()
     policy = TransferCubeDemonstrator(scene, script)
-    camera = CellCamera(scene, config)
+    camera = make_camera(scene, config)
     T = config.steps
     qpos, action, reward = np.zeros((T, 14), np.float32), np.zeros((T, 14), np.float32), np.zeros(T, np.int8)
     steps = np.arange(0, T, frame_every)
-    color = np.zeros((len(steps), config.height, config.width, 3), np.uint8)
-    depth = np.zeros((len(steps), config.height, config.width), np.uint16)
+    noise = np.zeros((T, 14))
+    if action_noise_std > 0:
+        arm = np.r_[0:6, 7:13]                                                        # not the grippers (6, 13)
+        noise[:, arm] = np.random.default_rng([seed, 1]).normal(0.0, action_noise_std, (T, 12))
+    h, w = (config.height, config.width) if config.render else (0, 0)
+    color = np.zeros((len(steps), h, w, 3), np.uint8)
+    depth = np.zeros((len(steps), h, w), np.uint16)
     try:
         for t in range(T):
             qpos[t] = scene.qpos14()
@@ -156,12 +198,13 @@ def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig 
                 color[t // frame_every] = obs.color
                 depth[t // frame_every] = np.clip(np.round(obs.depth * 1000.0), 0, 65535)
             action[t] = policy(t)
-            scene.step(action[t])
+            scene.step(action[t] + noise[t])
             reward[t] = scene.reward()
     finally:
         camera.close()
     return dict(qpos=qpos, action=action, reward=reward, frame_steps=steps, color=color, depth=depth,
-                K=camera.K, cube_xyz=cube, seed=np.int64(seed), success=np.bool_(reward[-1] == MAX_REWARD))
+                K=camera.K, cube_xyz=cube, seed=np.int64(seed), success=np.bool_(reward[-1] == MAX_REWARD),
+                action_noise_std=np.float64(action_noise_std))
 
 
 def replay_actor(actions: np.ndarray, chunk_size: int) -> Callable[[Observation], np.ndarray]:

@@ -9,7 +9,17 @@ across world y), descends, closes, lifts it to the meeting point; the left arm c
 with its fingers closing vertically, grasps the cube from the left side, the right arm opens and backs off, the
 left arm pulls the cube away. Where the left grasps is planned from the cube's measured position once the right
 arm holds it at the meeting point (the ACT script planned every waypoint from the initial cube pose).
+
+Wrist branch (issue 39): the vx300s wrist is roll-pitch-roll (forearm_roll, wrist_angle, wrist_rotate), and
+(a, b, c) and (a -/+ pi, -b, c +/- pi) give the same tool pose. With ``t_pitch = 0`` (the script before issue 39)
+the right tool turns to the pick orientation while the waist swings towards the cube; that needs a wrist yaw near
+wrist_angle = 0 (the singularity), so the IK ends on one of three branches depending on the cube position
+(forearm_roll ~ -pi, ~ +pi or ~ 0; 20 / 12 / 8 of seeds 0-39): the joint-space demos are discontinuous in the cube
+position and a behaviour-cloning policy averages the branches. ``t_pitch > 0`` (default 45) first pitches the
+wrist to the pick orientation in place (no yaw needed), then travels: every seed stays on the forearm_roll ~ 0
+branch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,6 +43,8 @@ class TransferScript:
     left_grasp_dx_m: float = -0.005         # left pad centre relative to the cube centre along x at the hand-over
     left_standoff_m: float = 0.1            # left pre-grasp distance (along -x) from its grasp point
     # time steps (50 Hz) of the waypoints
+    t_pitch: int = 45                       # > 0: the right tool first turns to the pick orientation in place
+                                            # (a pure wrist pitch), then travels; 0: both at once (see below)
     t_hover: int = 90
     t_grasp: int = 130
     t_closed: int = 170
@@ -102,6 +114,8 @@ class TransferCubeDemonstrator:
         s = script
         right = _Track()
         right.add(0, *start['right'], 1.0)
+        if s.t_pitch > 0:
+            right.add(s.t_pitch, start['right'][0], self.R_pick, 1.0)
         right.add(s.t_hover, grasp + [0.0, 0.0, s.hover_m], self.R_pick, 1.0)
         right.add(s.t_grasp, grasp, self.R_pick, 1.0)
         right.add(s.t_closed, grasp, self.R_pick, 0.0)
