@@ -8,6 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
+pytest.importorskip('torch')  # optional: requirements/train.txt
 from string_perception.export.accuracy import evaluate_exports
 from string_perception.export.optimize import QUANTIZED_LAYERS, calibration_feeds, quantizable_nodes, quantize_int8
 from string_perception.export.verify import scene_frames

@@ -3,7 +3,10 @@
 policy/privileged.PrivilegedActor (cube position latched at step 0 + qpos -> the chunk head's chunk)."""
 import numpy as np
 import pytest
-import torch
+
+pytest.importorskip('torch')  # optional: requirements/train.txt
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt
+import torch  # noqa: E402
 
 from string_perception.policy.config import PolicyConfig
 from string_perception.policy.data import build_samples, load_demos, privileged_state, sample_steps

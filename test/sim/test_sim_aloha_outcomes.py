@@ -3,6 +3,8 @@ and the one failure category each trace belongs to."""
 import numpy as np
 import pytest
 
+pytest.importorskip('mujoco')  # optional: requirements/sim.txt (sim.demos imports it)
+
 from string_perception.sim.demos.outcomes import (OUTCOMES, episode_outcome, outcome_counts, success_last_step,
                                                   success_max_reward)
 

@@ -12,7 +12,7 @@ from string_perception.training.train import build_parser, config_from_args, res
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / 'config' / 'recipes'
 # The shipped checkpoint -> the recipe of the run that wrote it.
-SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage2.yaml'}
+SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage3.yaml'}
 # Fields that name places on the machine that trained (absolute paths there, relative paths here), never a setting
 # of the run: where it wrote, where it kept the frame cache, where the stage it started from lay.
 MACHINE_PATHS = ('out', 'cache_file', 'init_from')
@@ -34,7 +34,8 @@ def test_the_recipe_of_each_shipped_model_is_the_config_saved_in_it(checkpoint):
 
 
 def test_workcell_stage1_recipe_is_the_model_card_command_line():
-    """Stage 1 left no checkpoint in models/: its recipe is the card's command line, option for option."""
+    """Stages 1 and 2 left no checkpoint in models/: stage 1's recipe is the card's command line, option for option,
+    and each later stage starts from the one before."""
     argv = ['--preset', 'tiny', '--assignment', 'dense', '--model', 'patch_geometry=true', '--model',
             'image_size=[120,160]', '--scenes', 'mix', '--sim', 'appearance_randomization=1.0', '--sim',
             'object_depth_dropout=0.2', '--sim', 'object_split=train', '--sim', 'hfov_deg_range=[55,95]', '--sim',
@@ -45,6 +46,8 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert load_recipe(RECIPES / 'vitd_workcell_stage1.yaml') == config_from_args(build_parser().parse_args(argv))
     stage2 = load_recipe(RECIPES / 'vitd_workcell_stage2.yaml')
     assert stage2.init_from == 'runs/wc1/ckpt_001000.pt'    # stage 2 starts where stage 1's recipe keeps a checkpoint
+    stage3 = load_recipe(RECIPES / 'vitd_workcell_stage3.yaml')
+    assert stage3.init_from == f'{stage2.out}/last.pt'      # stage 3 starts from stage 2's last weights
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
@@ -74,7 +77,8 @@ def test_a_malformed_recipe_is_refused(tmp_path):
 
 @pytest.mark.parametrize('card, recipes', [('MODEL_CARD.md', ['vitd_tiny_cayley.yaml']),
                                            ('MODEL_CARD_workcell.md', ['vitd_workcell_stage1.yaml',
-                                                                       'vitd_workcell_stage2.yaml'])])
+                                                                       'vitd_workcell_stage2.yaml',
+                                                                       'vitd_workcell_stage3.yaml'])])
 def test_model_cards_cite_their_recipes(card, recipes):
     text = (ROOT / 'models' / card).read_text()
     for name in recipes:
