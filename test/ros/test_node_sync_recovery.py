@@ -1,5 +1,5 @@
 """The node's default input path over real DDS (raw_image_input: image_cdr's RawImage into the synchroniser that
-sync.py loaded) recovers by itself from poisoned synchroniser queues (issue 36 item 1, ros/sync_watchdog.py).
+ros/synchronizer.py loaded) recovers by itself from poisoned synchroniser queues (issue 36 item 1, ros/sync_watchdog.py).
 
 One node (tiny model, in this process) and one publisher node on a private loopback domain. Per pattern: the
 poison is published, then good frames (colour + depth + CameraInfo, stamped with the node clock) one every

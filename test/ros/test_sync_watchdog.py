@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from string_perception.ros import approx_sync as ours
-from string_perception.ros.approx_sync import StampInput
+from string_perception.ros import message_filters_fallback as ours
+from string_perception.ros.message_filters_fallback import StampInput
 from string_perception.ros.sync_watchdog import SyncWatchdog
 
 S = 1_000_000_000

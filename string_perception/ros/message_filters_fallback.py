@@ -1,6 +1,9 @@
-"""Equivalent of ROS 2 ``message_filters.ApproximateTimeSynchronizer`` (Python) and ``Subscriber``, same contract.
+"""Our ``message_filters`` (ROS 2, Python): ``ApproximateTimeSynchronizer``, ``Subscriber``, ``SimpleFilter``, same
+contract.
 
-Used only when the real ``message_filters`` is not importable (it is not on PyPI); ``sync.py`` picks. It demands
+The synchroniser and ``Subscriber`` are used only when the real ``message_filters`` is not importable (it is not on
+PyPI); ``synchronizer.py`` picks. ``SimpleFilter`` and ``stamp_error`` also serve the node's own inputs
+(``sequence_gaps``, ``compressed_input``), which feed either synchroniser. It demands
 what the real package demands, with rclpy's own functions, so an input the real one refuses is refused here too
 (in CI, where only this one runs):
 

@@ -1,4 +1,4 @@
-"""ApproximateTimeSynchronizer semantics (string_perception.ros.approx_sync; also the real message_filters
+"""ApproximateTimeSynchronizer semantics (string_perception.ros.message_filters_fallback; also the real message_filters
 when it is installed, to show both behave the same). ROS-free for the fallback."""
 import importlib.util
 import threading
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from string_perception.ros import approx_sync as ours
-from string_perception.ros.approx_sync import StampInput, slop_to_ns
+from string_perception.ros import message_filters_fallback as ours
+from string_perception.ros.message_filters_fallback import StampInput, slop_to_ns
 
 MS = 1_000_000
 BASE = 1_700_000_000 * 1_000_000_000  # a realistic epoch stamp
@@ -313,11 +313,11 @@ def test_image_cdr_stamps_are_what_rclpy_takes(impl):
     assert h.out == [('raw', 'depth')]
 
 
-def test_sync_module_prefers_real_message_filters():
-    from string_perception.ros import sync
+def test_synchronizer_prefers_real_message_filters():
+    from string_perception.ros import synchronizer as sync
     if importlib.util.find_spec('message_filters') is not None:
         assert sync.IMPLEMENTATION == 'message_filters'
     else:
-        assert sync.IMPLEMENTATION == 'string_perception.ros.approx_sync'
+        assert sync.IMPLEMENTATION == 'string_perception.ros.message_filters_fallback'
         assert sync.ApproximateTimeSynchronizer is ours.ApproximateTimeSynchronizer
         assert sync.Subscriber is ours.Subscriber

@@ -1,6 +1,7 @@
-"""Approximate-time synchronisation for the node: the real ``message_filters`` first, else our equivalent.
+"""The approximate-time synchroniser the nodes use: the real ``message_filters`` first, else ours
+(``message_filters_fallback``).
 
-    from string_perception.ros.sync import ApproximateTimeSynchronizer, Subscriber, IMPLEMENTATION
+    from string_perception.ros.synchronizer import ApproximateTimeSynchronizer, Subscriber, IMPLEMENTATION
 
     subs = [Subscriber(node, Image, 'image', qos_profile=qos), Subscriber(node, Image, 'depth', qos_profile=qos),
             Subscriber(node, CameraInfo, 'camera_info', qos_profile=qos)]
@@ -17,7 +18,7 @@ try:
     from message_filters import ApproximateTimeSynchronizer, Subscriber  # ROS install (apt / rosdep)
     IMPLEMENTATION = 'message_filters'
 except ImportError:  # PyPI set-up: message_filters is not on PyPI
-    from string_perception.ros.approx_sync import ApproximateTimeSynchronizer, Subscriber
-    IMPLEMENTATION = 'string_perception.ros.approx_sync'
+    from string_perception.ros.message_filters_fallback import ApproximateTimeSynchronizer, Subscriber
+    IMPLEMENTATION = 'string_perception.ros.message_filters_fallback'
 
 __all__ = ['ApproximateTimeSynchronizer', 'Subscriber', 'IMPLEMENTATION']
