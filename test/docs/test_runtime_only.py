@@ -49,7 +49,7 @@ def test_the_runtime_needs_none_of_them_and_training_and_sim_do():
                    'string_perception.bags.record', 'string_perception.bags.eval_bag', 'string_perception.demo'):
         assert O.module_needs(module) == frozenset(), module
     assert 'torch' in O.module_needs('string_perception.training.train')
-    assert 'torch' in O.module_needs('string_perception.export.export_onnx')
+    assert 'torch' in O.module_needs('string_perception.export.pipeline')
     assert 'mujoco' in O.module_needs('string_perception.sim')
     assert O.module_needs('test.support.bag_helpers') == frozenset()     # test helpers are followed too
     assert 'torch' in O.module_needs('test.training.test_training')    # test modules resolve by their package path

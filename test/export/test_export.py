@@ -15,7 +15,8 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import string_perception  # noqa: E402
 from string_perception.encodings import ENCODING_NAMES  # noqa: E402
-from string_perception.export import export_onnx  # noqa: E402
+from string_perception.export import cli as export_cli  # noqa: E402
+from string_perception.export.pipeline import export_checkpoint  # noqa: E402
 from string_perception.export.deployable import DeployableViTD, FoldedAttention  # noqa: E402
 from string_perception.export.graph_checks import (  # noqa: E402
     FORBIDDEN_OP_TYPES, complex_tensors, float16_violations,
@@ -123,7 +124,7 @@ def exported(tmp_path_factory):
                              metrics={'avg_best_iou': 0.1})
     release_checkpoint(d / 'best.pt', d / 'release.pt')
     out = d / 'models' / 'vitd_small_cayley.onnx'
-    rc = export_onnx.main([str(d / 'release.pt'), '--out', str(out), '--fp16', '--score-threshold',
+    rc = export_cli.main([str(d / 'release.pt'), '--out', str(out), '--fp16', '--score-threshold',
                            str(SCORE_THRESHOLD)])
     record = json.loads(out.with_name('vitd_small_cayley.export.json').read_text())
     loaded, _, _ = load_checkpoint(d / 'release.pt')
@@ -217,7 +218,7 @@ def test_metadata_score_threshold_is_validated(value):
 
 def test_training_checkpoint_exports_too(exported, tmp_path):
     """The unreleased training checkpoint (optimizer/scheduler/rng inside) exports to the same weights."""
-    record = export_onnx.export_checkpoint(exported['train_ckpt'], tmp_path / 'raw.onnx', log=lambda *_: None)
+    record = export_checkpoint(exported['train_ckpt'], tmp_path / 'raw.onnx', log=lambda *_: None)
     assert record['ok']
     assert record['files']['fp32']['weights_sha256'] == exported['record']['files']['fp32']['weights_sha256']
 
@@ -258,11 +259,11 @@ def test_scene_frames_use_the_test_split():
 
 
 def test_cli_rejects_bad_arguments(tmp_path, capsys):
-    assert export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--opset', '16']) == 2
-    assert export_onnx.main([str(tmp_path / 'missing.pt'), '--out', str(tmp_path / 'x.onnx')]) == 2
+    assert export_cli.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--opset', '16']) == 2
+    assert export_cli.main([str(tmp_path / 'missing.pt'), '--out', str(tmp_path / 'x.onnx')]) == 2
     assert 'does not exist' in capsys.readouterr().err and not (tmp_path / 'x.onnx').exists()
     with pytest.raises(SystemExit):
-        export_onnx.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--score-threshold', '2'])
+        export_cli.main(['x.pt', '--out', str(tmp_path / 'x.onnx'), '--score-threshold', '2'])
 
 
 @pytest.mark.slow
@@ -273,7 +274,7 @@ def test_accuracy_of_exports_on_the_test_split(tmp_path):
     model = build_model(ViTDConfig(**SMALL, encoding='cayley', class_prior_prob=0.5, size_prior=0.15))
     from string_perception.model import save_checkpoint
     save_checkpoint(tmp_path / 'prior.pt', model)
-    record = export_onnx.export_checkpoint(tmp_path / 'prior.pt', tmp_path / 'prior.onnx', fp16=True,
+    record = export_checkpoint(tmp_path / 'prior.pt', tmp_path / 'prior.onnx', fp16=True,
                                            eval_frames=6, log=lambda *_: None)
     acc = record['accuracy']
     assert acc['pytorch']['avg_best_iou_agnostic'] > 0.05
@@ -317,7 +318,7 @@ def test_deployable_tokens_are_the_models_tokens_after_fusion(normal_map):
 def exported_tokens(exported):
     """The same released checkpoint exported with --tokens (fp32 and fp16)."""
     out = exported['dir'] / 'models' / 'vitd_small_cayley_tokens.onnx'
-    rc = export_onnx.main([str(exported['dir'] / 'release.pt'), '--out', str(out), '--tokens', '--fp16'])
+    rc = export_cli.main([str(exported['dir'] / 'release.pt'), '--out', str(out), '--tokens', '--fp16'])
     record = json.loads(out.with_name('vitd_small_cayley_tokens.export.json').read_text())
     return {'rc': rc, 'record': record, 'fp32': out, 'fp16': out.with_name('vitd_small_cayley_tokens_fp16.onnx')}
 

@@ -1,7 +1,5 @@
-"""``string-perception-export``: checkpoint -> ONNX file(s) with compiled STRING, metadata, self-verification.
-
-    string-perception-export runs/wc_p8/best.pt --out models/vitd_tiny_cayley.onnx --score-threshold 0.2 --fp16
-    string-perception-export runs/wc_p8/best.pt --out models/vitd_tiny_cayley_tokens.onnx --tokens
+"""Checkpoint -> ONNX file(s) with compiled STRING, metadata and self-verification: ``export_checkpoint``, the work
+of ``string-perception-export`` (``cli.py``) and of the policy exporter (``policy/export.py``).
 
 Steps: load the checkpoint (``torch.load(weights_only=True)``; training, ``release_checkpoint`` and plain
 ``save_checkpoint`` files all work), compile the position encoding to folded RoPE-Mixed (``deployable.py``), trace
@@ -9,39 +7,35 @@ to ONNX with a dynamic batch (``to_onnx.py``), write the metadata (labels, input
 coordinate mode, encoding, embedding size, output layout, package version, training data seed, weights checksum,
 precision, optional recommended score threshold), run ``onnx.checker``, refuse forbidden ops (FFT, solve, inverse,
 matrix exponential, complex values: ``graph_checks.py``), then compare ONNX Runtime with the original PyTorch model
-on random and generated test-split frames (``verify.py``) and print the max abs differences. ``--fp16`` also writes
-``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in float32) and
-verifies it with its looser bound. ``--tokens`` adds a fourth output ``tokens`` float32 [B,N,D] (the encoder
-tokens after fusion, ``ViTD.forward``'s 'tokens'; recorded in ``output_layout``, parity-checked like the others) for
-the node's ``~/tokens``; without it the file has the three contract outputs. ``--eval-frames N`` also scores
-PyTorch and every written file on N test-split frames (``accuracy.py``: avg best 3D IoU, AP3D) and prints
-fp16 − fp32. ``<out stem>.export.json`` records
-checksums, file hashes, the parity numbers and those metrics.
-Exit status 1 when a check fails (the files are left in place for inspection).
+on random and generated test-split frames (``verify.py``) and print the max abs differences. ``fp16`` (``--fp16``)
+also writes ``<out stem>_fp16.onnx`` (encoder in float16; RoPE angles, cos/sin, softmax, tokenizer and heads in
+float32) and verifies it with its looser bound. ``tokens`` (``--tokens``) adds a fourth output ``tokens`` float32
+[B,N,D] (the encoder tokens after fusion, ``ViTD.forward``'s 'tokens'; recorded in ``output_layout``, parity-checked
+like the others) for the node's ``~/tokens``; without it the file has the three contract outputs. ``eval_frames=N``
+(``--eval-frames N``) also scores PyTorch and every written file on N test-split frames (``accuracy.py``: avg best
+3D IoU, AP3D) and prints fp16 − fp32. ``<out stem>.export.json`` records checksums, file hashes, the parity numbers
+and those metrics.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import onnx
-import torch
 
 from string_perception.model import load_checkpoint
 
 from .deployable import DeployableViTD, output_names
 from .graph_checks import complex_tensors, float16_violations, forbidden_ops
 from .metadata import build_metadata
-from .to_onnx import DEFAULT_OPSET, MIN_OPSET, export_deployable
+from .to_onnx import DEFAULT_OPSET, export_deployable
 from .verify import random_frames, scene_frames, verify_export
 
-__all__ = ['fp16_path', 'export_checkpoint', 'build_parser', 'main']
+__all__ = ['fp16_path', 'export_checkpoint']
 
 
 def fp16_path(out: Path) -> Path:
@@ -117,51 +111,3 @@ def _accuracy(model, ckpt, targets, eval_frames, score_threshold, threads, log) 
         log('  fp16-fp32  ' + '  '.join(f'{delta[k]:+.4f}' for k in keys))
         results['fp16_minus_fp32'] = delta
     return results
-
-
-def _threshold(text: str) -> float:
-    v = float(text)
-    if not 0.0 <= v <= 1.0:
-        raise argparse.ArgumentTypeError(f'must be in [0, 1], got {text}')
-    return v
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='string-perception-export', description=__doc__.split('\n\n')[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('checkpoint', help='ViTD checkpoint (.pt) from string-perception-train or save_checkpoint')
-    p.add_argument('--out', required=True, help='output ONNX file, e.g. models/vitd_tiny_cayley.onnx')
-    p.add_argument('--fp16', action='store_true', help='also write and verify <out stem>_fp16.onnx')
-    p.add_argument('--tokens', action='store_true',
-                   help='add the optional output tokens float32 [B,N,D] (encoder tokens after fusion) for ~/tokens')
-    p.add_argument('--score-threshold', type=_threshold, default=None,
-                   help='recommended operating score threshold stored in the metadata (the node uses it when its '
-                        'score_threshold parameter is -1)')
-    p.add_argument('--opset', type=int, default=DEFAULT_OPSET, help=f'ONNX opset (>= {MIN_OPSET})')
-    p.add_argument('--verify-frames', type=int, default=2, help='random and scene frames each for the parity check')
-    p.add_argument('--eval-frames', type=int, default=0,
-                   help='also score PyTorch and the exported files on this many test-split frames (0: skip)')
-    p.add_argument('--threads', type=int, default=1, help='torch and ONNX Runtime CPU threads')
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.opset < MIN_OPSET:
-        print(f'string-perception-export: --opset must be >= {MIN_OPSET}', file=sys.stderr)
-        return 2
-    if not Path(args.checkpoint).is_file():
-        print(f'string-perception-export: checkpoint {args.checkpoint} does not exist', file=sys.stderr)
-        return 2
-    if args.verify_frames < 1:
-        print('string-perception-export: --verify-frames must be >= 1', file=sys.stderr)
-        return 2
-    torch.set_num_threads(max(1, args.threads))
-    record = export_checkpoint(args.checkpoint, args.out, fp16=args.fp16, tokens=args.tokens,
-                               score_threshold=args.score_threshold, opset=args.opset, verify_frames=args.verify_frames,
-                               eval_frames=max(0, args.eval_frames), threads=args.threads)
-    return 0 if record['ok'] else 1
-
-
-if __name__ == '__main__':
-    sys.exit(main())
