@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from string_perception import node_params as P
+from string_perception.paths import SHIPPED_POLICY, SHIPPED_POLICY_PERCEPTION
+from string_perception.ros.node import DEFAULT_MODEL
 from string_perception.ros import policy_params as PP
 from string_perception.ros.aloha_launch import SIM_TOPICS
 from string_perception.ros.launch_setup import node_fqn
@@ -67,18 +69,20 @@ def test_bad_arguments_are_refused(description):
 
 
 @pytest.mark.parametrize('empty', ['', '  '])
-def test_an_empty_policy_model_path_is_refused_at_launch(description, empty):
-    with pytest.raises(ValueError, match='policy_model_path:= is required'):
-        _run(description, policy_model_path=empty)
-    with pytest.raises(ValueError, match='policy_model_path'):
-        _run(description)                                # not given at all
+def test_empty_model_paths_launch_the_shipped_pair(description, empty):
+    nodes = _by_executable(_run(description, model_path=empty, policy_model_path=empty))
+    perception, policy = nodes['string_perception_node'], nodes['string_perception_policy']
+    assert Path(perception['parameters'][1]['model_path']) == REPO / 'models' / SHIPPED_POLICY_PERCEPTION
+    assert Path(policy['parameters'][0]['model_path']) == REPO / 'models' / SHIPPED_POLICY
+    # the policy's perception file, not the perception node's own default (the detector)
+    assert SHIPPED_POLICY_PERCEPTION != DEFAULT_MODEL
+    assert _by_executable(_run(description)) == nodes                     # not given at all: the same
 
 
-def test_the_config_files_model_path_holds_unless_given(description):
-    perception = _by_executable(_run(description, policy_model_path='/p.onnx'))['string_perception_node']
-    assert 'model_path' not in perception['parameters'][1]      # the config file's (else the shipped model)
-    given = _by_executable(_run(description, policy_model_path='/p.onnx', model_path='/m.onnx'))
-    assert given['string_perception_node']['parameters'][1]['model_path'] == '/m.onnx'
+def test_given_model_paths_hold(description):
+    nodes = _by_executable(_run(description, policy_model_path='/p.onnx', model_path='/m.onnx'))
+    assert nodes['string_perception_node']['parameters'][1]['model_path'] == '/m.onnx'
+    assert nodes['string_perception_policy']['parameters'][0]['model_path'] == '/p.onnx'
 
 
 @pytest.mark.parametrize('text, value', [('True', True), ('False', False), ('true', True), ('false', False)])
