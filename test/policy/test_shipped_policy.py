@@ -12,7 +12,7 @@ from string_perception.runtime.onnx_runner import OnnxModel
 from string_perception.runtime.policy_model import PolicyModel
 from string_perception.runtime.preprocess import prepare_inputs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CARD = REPO / 'models' / 'MODEL_CARD_policy.md'
 # the cell's joints in command order (sim/demos/rollout.JOINT_NAMES, written here to avoid importing MuJoCo)
 SIDES_JOINTS = ('waist', 'shoulder', 'elbow', 'forearm_roll', 'wrist_angle', 'wrist_rotate', 'gripper')
