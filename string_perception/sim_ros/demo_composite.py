@@ -21,15 +21,15 @@ CAPTION_H = 18                       # pixels of caption strip above each tile
 
 
 def pick_frame(frames: Sequence[LiveFrame], index: int | None = None) -> LiveFrame | None:
-    """The run's frame to draw: frame ``index`` if it arrived with its image, else the one with the most true +
-    predicted boxes (earliest on ties); None when no frame has its image."""
+    """The run's frame to draw: frame ``index`` if it arrived with its image, else the one with the most labelled
+    objects, then the most predicted boxes (earliest on ties); None when no frame has its image."""
     drawable = [f for f in frames if f.rgb is not None and f.K is not None]
     chosen = [f for f in drawable if f.index == index] if index is not None else []
     if chosen:
         return chosen[0]
     if not drawable:
         return None
-    return max(drawable, key=lambda f: (len(f.gt['labels']) + len(f.pred['scores']), -f.index))
+    return max(drawable, key=lambda f: (len(f.gt['labels']), len(f.pred['scores']), -f.index))
 
 
 def tile(f: LiveFrame, class_names: Sequence[str], tile_width: int, draw_threshold: float) -> np.ndarray:

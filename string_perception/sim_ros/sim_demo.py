@@ -46,7 +46,7 @@ from .demo_scores import LiveFrame, frame_ious, frame_line, summarize
 from .sim_camera import READY_LINE as SIM_READY
 
 GROUND_TRUTH = '/ground_truth/detections'
-SUITES = {'workcell': {'aloha': ('top', 'angle', 'front_close'), 'kuka': ('overhead', 'front', 'right')}}
+SUITES = {'workcell': {'aloha': ('top', 'angle', 'front_close'), 'kuka': ('front', 'right', 'left')}}
 SETTLE_S = 2.0               # after a run's last frame, wait this long past the node's last answer
 
 
