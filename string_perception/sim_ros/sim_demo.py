@@ -149,13 +149,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sim_command(args: argparse.Namespace, cell: str, rig: str | None, seed: int) -> list[str]:
-    """The simulated camera of one run: the workcell evaluator's labels, waiting for the node and this listener."""
+    """The simulated camera of one run: the workcell evaluator's labels; its first frame waits until the node and
+    this listener (2 subscribers) have matched each camera topic."""
     camera = [DEFAULT_TOPICS.image, DEFAULT_TOPICS.depth, DEFAULT_TOPICS.camera_info]
     cmd = [sys.executable, '-m', 'string_perception.sim_ros.sim_camera', '--cell', cell, '--seed', str(seed),
            '--motion', args.motion, '--frames', str(args.frames), '--rate', str(args.rate), '--width', str(args.width),
            '--height', str(args.height), '--min-visible-pixels', str(label_min_visible_pixels(args.height, args.width)),
-           '--object-split', 'train', '--wait-for-subscribers', '1', '--wait-topics', *camera, GROUND_TRUTH,
-           '--wait-timeout', '120']
+           '--object-split', 'train', '--wait-for-subscribers', '2', '--wait-topics', *camera,
+           '--wait-timeout', '120']       # the camera topics: the node and this listener
     return cmd + (['--rig', rig] if rig else [])
 
 
