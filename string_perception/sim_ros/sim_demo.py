@@ -1,7 +1,8 @@
 """Live end-to-end demo on the simulated workcells: ``string-perception-sim`` -> the node -> this listener, over DDS.
 
-    python -m string_perception.sim_ros.sim_demo --suite workcell --frames 8 --rate 2 --image docs/images/sim_demo_workcell.png
-    python -m string_perception.sim_ros.sim_demo --cells aloha kuka --rigs top overhead --frames 4
+    python -m string_perception.sim_ros.sim_demo --suite workcell --frames 8 --rate 2 \\
+        --image docs/images/sim_demo_workcell.png
+    python -m string_perception.sim_ros.sim_demo --cells aloha kuka --rigs top front --frames 4
     python -m string_perception.sim_ros.sim_demo --cell aloha --rig angle --frames 8 --rate 2 --annotate-frame 4
 
 Starts the node (its inputs on the sim's camera topics; the workcell evaluator's settings: all boxes scoring >= 0.05,
@@ -51,7 +52,8 @@ SETTLE_S = 2.0               # after a run's last frame, wait this long past the
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='python -m string_perception.sim_ros.sim_demo', description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='python -m string_perception.sim_ros.sim_demo',
+                                description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('--cells', '--cell', nargs='+', default=['aloha'], choices=CELL_NAMES)
     p.add_argument('--rigs', '--rig', nargs='+', default=None,
@@ -170,8 +172,9 @@ class _Inputs:
         self.lock = threading.Lock()
         self.reset()
         qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
-        for ty, topic, key in ((Detection3DArray, GROUND_TRUTH, 'gt'), (Image, DEFAULT_TOPICS.image, 'image'),
-                               (Image, DEFAULT_TOPICS.depth, 'depth'), (CameraInfo, DEFAULT_TOPICS.camera_info, 'info')):
+        topics = ((Detection3DArray, GROUND_TRUTH, 'gt'), (Image, DEFAULT_TOPICS.image, 'image'),
+                  (Image, DEFAULT_TOPICS.depth, 'depth'), (CameraInfo, DEFAULT_TOPICS.camera_info, 'info'))
+        for ty, topic, key in topics:
             node.create_subscription(ty, topic, lambda m, k=key: self._on(k, m), qos)
 
     def reset(self) -> None:
