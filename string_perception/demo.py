@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class DetectionListener:
-    """Subscribes to the node's detections (keeps every message with its receive time) and its LabelInfo (class
-    id -> name, latched), in the executor thread."""
+    """Subscribes to the node's detections (keeps every message with its receive time; ``subscription`` is that
+    subscription, e.g. for ``get_publisher_count()``) and its LabelInfo (class id -> name, latched), in the executor
+    thread."""
 
     def __init__(self, node):
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -82,8 +83,8 @@ class DetectionListener:
         self.id_names: dict[int, str] | None = None             # from ~/label_info
         self.last = time.monotonic()
         self.lock = threading.Lock()
-        node.create_subscription(Detection3DArray, DETECTIONS_TOPIC, self._on_msg,
-                                 QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
+        self.subscription = node.create_subscription(Detection3DArray, DETECTIONS_TOPIC, self._on_msg,
+                                                     QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
         node.create_subscription(LabelInfo, LABEL_INFO_TOPIC, lambda m: setattr(self, 'id_names', label_map(m)),
                                  QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                             durability=DurabilityPolicy.TRANSIENT_LOCAL))

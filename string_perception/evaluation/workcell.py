@@ -41,11 +41,30 @@ import numpy as np
 
 from string_perception import metrics
 
-__all__ = ['WorkcellEvalConfig', 'TestFrame', 'render_test_frames', 'score_model', 'main']
+__all__ = ['WorkcellEvalConfig', 'TestFrame', 'render_test_frames', 'score_model', 'group_scores', 'format_table',
+           'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'
 SIZE_BINS_PX = (0, 16, 32, 64, 128, 1e9)        # sqrt of the projected box's image area, pixels
 VISIBILITY_BINS = (0.0, 0.25, 0.5, 0.75, 1.01)
+LABEL_MIN_VISIBLE_PX_640x480 = 1024     # label rule A of docs/results/workcell.md: what a 160x120 input sees (>= 64)
+
+
+def label_min_visible_pixels(height: int, width: int) -> int:
+    """Label rule A at a ``height`` x ``width`` camera: ``LABEL_MIN_VISIBLE_PX_640x480`` visible pixels at 640x480,
+    scaled with the image area (at least 1), as ``--min-visible-pixels`` / ``SimConfig.min_visible_pixels``."""
+    return max(1, int(round(LABEL_MIN_VISIBLE_PX_640x480 * height * width / (640 * 480))))
+
+
+def rig_seed(first_seed: int, cell: str, rig: str, i: int = 0) -> int:
+    """Held-out test seed ``i`` of ``cell``'s camera ``rig``: ``first_seed + 1e6 * cell index + 1e4 * rig index +
+    i`` (cell index in ``sim.CELL_NAMES``, rig index in the cell's ``rigs``; ``i < 10 000``)."""
+    from string_perception.sim import CELL_NAMES
+    from string_perception.sim.cells import build_cell
+    rigs = [r.name for r in build_cell(cell).rigs]
+    if rig not in rigs:
+        raise ValueError(f'the {cell} cell has no rig {rig!r}; its rigs: {rigs}')
+    return first_seed + 1_000_000 * CELL_NAMES.index(cell) + 10_000 * rigs.index(rig) + i
 
 
 @dataclass(frozen=True)
@@ -85,10 +104,8 @@ def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
     from string_perception.sim.cells import build_cell
     jobs = []
     for ci, cell in enumerate(CELL_NAMES):
-        rigs = [r.name for r in build_cell(cell).rigs]
-        for ri, rig in enumerate(rigs):
-            base = cfg.first_seed + 1_000_000 * ci + 10_000 * ri
-            jobs += [(cell, rig, base + i) for i in range(cfg.frames_per_rig)]
+        for rig in (r.name for r in build_cell(cell).rigs):
+            jobs += [(cell, rig, rig_seed(cfg.first_seed, cell, rig, i)) for i in range(cfg.frames_per_rig)]
         base = cfg.first_seed + 1_000_000 * ci + 900_000
         jobs += [(cell, HELDOUT, base + i) for i in range(cfg.heldout_frames)]
     return jobs
@@ -149,8 +166,13 @@ def _projected_side_px(params: np.ndarray, K: np.ndarray) -> np.ndarray:
     return np.nan_to_num(side, nan=0.0).reshape(len(params))
 
 
-def _group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame], class_names: Sequence[str],
-                  operating_threshold: float, primitive_count: int, with_breakdown: bool) -> dict[str, Any]:
+def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame] | None, class_names: Sequence[str],
+                 operating_threshold: float, primitive_count: int, with_breakdown: bool) -> dict[str, Any]:
+    """Scores of one group of frames (a rig, a cell): ``preds`` / ``gts`` the per-frame dicts of ``metrics``
+    (labels index ``class_names``; labels ``< primitive_count`` are the primitives), symmetry-aware IoU ->
+    ``num_frames``, ``num_gt``, ``num_primitive_gt``, ``class_aware``, ``agnostic``, ``hit_25``, ``ap3d_25`` (None
+    where nothing is labelled); with ``with_breakdown`` (needs ``frames`` and ``gts[i]['visibility']``) also
+    ``breakdown``, ``misses_by_size_px`` and ``misses_by_visibility`` (module docstring)."""
     from string_perception.evaluation.breakdown import breakdown as error_breakdown
     ious = metrics.frame_ious(preds, gts)
     ious_sym = metrics.frame_ious_sym(preds, gts, list(class_names), ious)
@@ -206,12 +228,12 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
         sel = [i for i in idx if frames[i].cell == cell and frames[i].rig != HELDOUT]
-        out['cells'][cell] = _group_scores([preds[i] for i in sel], [gts[i] for i in sel],
+        out['cells'][cell] = group_scores([preds[i] for i in sel], [gts[i] for i in sel],
                                            [frames[i] for i in sel], names, cfg.operating_threshold,
                                            len(CLASS_NAMES), True)
         for rig in sorted({frames[i].rig for i in sel}):
             rs = [i for i in sel if frames[i].rig == rig]
-            out['rigs'][f'{cell}/{rig}'] = _group_scores([preds[i] for i in rs], [gts[i] for i in rs],
+            out['rigs'][f'{cell}/{rig}'] = group_scores([preds[i] for i in rs], [gts[i] for i in rs],
                                                          [frames[i] for i in rs], names, cfg.operating_threshold,
                                                          len(CLASS_NAMES), False)
         held = [i for i in idx if frames[i].cell == cell and frames[i].rig == HELDOUT]

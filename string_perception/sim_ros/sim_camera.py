@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--seed', type=int, default=0, help='scene seed (objects, arm motion, camera jitter)')
     p.add_argument('--rig', default=None, help="camera position of the cell (e.g. aloha 'top', kuka "
                                                "'over_shoulder'); default: drawn from the seed")
+    p.add_argument('--min-visible-pixels', type=int, default=None,
+                   help='label objects with at least this many visible pixels (default: SimConfig.min_visible_pixels)')
+    p.add_argument('--object-split', default='all', choices=('all', 'train', 'heldout'),
+                   help='mesh objects drawn from these meshes (sim/mesh_library.py)')
     p.add_argument('--width', type=int, default=640)
     p.add_argument('--height', type=int, default=480)
     p.add_argument('--rate', type=float, default=15.0, help='frames per simulated second')
@@ -69,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     from .camera_msgs import TOPIC_TYPES, view_messages
 
     try:
-        cell = LiveCell(SimConfig(cell=args.cell, height=args.height, width=args.width), seed=args.seed,
+        labels = {} if args.min_visible_pixels is None else {'min_visible_pixels': args.min_visible_pixels}
+        sim = SimConfig(cell=args.cell, height=args.height, width=args.width, object_split=args.object_split, **labels)
+        cell = LiveCell(sim, seed=args.seed,
                         rig=args.rig, live=LiveConfig(motion=args.motion, respawn_period_s=args.respawn_period))
     except ValueError as e:
         print(f'string-perception-sim: {e}', file=sys.stderr)
