@@ -26,7 +26,9 @@ tests at the bottom feed it a tiny violating graph and see the violation reporte
    (package and benchmarks).
 5. No circle between modules (Tarjan SCC over the whole graph).
 6. No circle between the package's parts (``runtime``, ``codec``, ``ros``, ... and the top-level modules): the same
-   SCC over the graph collapsed to parts.
+   SCC over the graph collapsed to parts, less the ``ALLOWED_PART_EDGES`` (each with its reason).
+7. ``LEVELS``: the layer diagram; a part imports only parts on its own level or below, and every part is placed.
+8. ``ros/node.py`` stays <= 300 lines.
 """
 from __future__ import annotations
 
@@ -111,6 +113,19 @@ LAYER_RULES = (
 IMPORT_TIME_RULES = (
     (f'{PKG}.codec', ('onnxruntime', 'onnx', 'torch', 'rclpy'),
      'the codecs decode frames and build messages; they do not depend on the model runner'),
+)
+
+# The layer diagram of docs/ARCHITECTURE.md, bottom first: a part imports only parts of its own level or below (and
+# no circle, see the tests below); every part of the package must be placed here.
+LEVELS = (
+    ('foundations', ('box_ops', 'iou3d', 'iou3d_bounds', 'paths', 'cli', 'qos', 'child_process', 'assignment',
+                     'dds_env', 'domain_reservation')),
+    ('cores', ('runtime', 'scenes', 'symmetry', 'metrics', 'encodings', 'model', 'box_ops_torch', 'matcher')),
+    ('codec, parameters, simulator', ('codec', 'node_params', 'sim')),
+    ('learning', ('training', 'evaluation')),
+    ('adapters', ('ros', 'bags', 'export')),
+    ('applications', ('demo', 'policy')),
+    ('simulator bridges', ('sim_ros',)),
 )
 
 # (importing module, imported module) edges left out of the part graph, each with its reason: the only circle
@@ -397,6 +412,17 @@ def private_attributes(sources) -> list[tuple[str, int, str, str]]:
     return out
 
 
+def level_violations(parts: dict[str, set[str]], levels=LEVELS) -> list[str]:
+    """Parts not placed in ``levels``, and imports of a part on a higher level (``parts``: a part graph)."""
+    level = {f'{PKG}.{p}': k for k, (_, names) in enumerate(levels) for p in names}
+    out = [f'{a} is on no level of LEVELS (place it in the diagram)' for a in sorted(parts) if a not in level]
+    for a in sorted(parts):
+        for b in sorted(parts[a]):
+            if a in level and b in level and level[b] > level[a]:
+                out.append(f'{a} ({levels[level[a]][0]}) imports {b}, a level above ({levels[level[b]][0]})')
+    return out
+
+
 def circle_violations(graph) -> list[str]:
     return [' -> '.join(c) for c in strongly_connected(graph)]
 
@@ -449,6 +475,11 @@ def test_no_circle_between_the_package_parts():
     graph = edges(IMPORTS, MODULES)
     for (a, b), reason in ALLOWED_PART_EDGES.items():   # an allowed edge that no longer exists is stale
         assert reason and b in graph.get(a, ()), (a, b)
+
+
+def test_imports_point_down_the_layer_diagram():
+    bad = level_violations(part_graph(edges(IMPORTS, MODULES)))
+    assert not bad, '\n'.join(bad)
 
 
 def test_the_node_is_a_thin_adapter():
@@ -528,3 +559,12 @@ def test_checker_reports_circles_hidden_in_functions():
     assert circle_violations(part_graph(graph, allowed={})) == [f'{PKG}.x -> {PKG}.y']
     assert not circle_violations(part_graph(graph, allowed={(f'{PKG}.y.c', f'{PKG}.x.d'): 'reason',
                                                             (f'{PKG}.y.b', f'{PKG}.x.a'): 'reason'}))
+
+
+def test_checker_reports_an_import_up_the_diagram_and_an_unplaced_part():
+    levels = (('low', ('x',)), ('high', ('y',)))
+    parts = {f'{PKG}.x': {f'{PKG}.y'}, f'{PKG}.y': set(), f'{PKG}.z': set()}
+    bad = level_violations(parts, levels)
+    assert bad == [f'{PKG}.z is on no level of LEVELS (place it in the diagram)',
+                   f'{PKG}.x (low) imports {PKG}.y, a level above (high)'], bad
+    assert not level_violations({f'{PKG}.y': {f'{PKG}.x'}, f'{PKG}.x': set()}, levels)
