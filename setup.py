@@ -27,22 +27,27 @@ setup(
     tests_require=['pytest'],
     entry_points={
         'console_scripts': [
+            # ROS executables (launch files and `ros2 run` use these names): package_name underscore style
             'string_perception_node = string_perception.ros.node:main',
+            'string_perception_policy = string_perception.ros.policy_node:main',
+            # commands: string-perception-<what>
             'string-perception-train = string_perception.training.train:main',
-            'string-perception-evaluate = string_perception.evaluation.evaluate:main',
+            'string-perception-eval-checkpoint = string_perception.evaluation.evaluate:main',
             'string-perception-eval-workcell = string_perception.evaluation.workcell:main',
-            'string-perception-export = string_perception.export.export_onnx:main',
+            'string-perception-eval-bag = string_perception.bags.eval_bag:main',
+            'string-perception-export = string_perception.export.cli:main',
             'string-perception-optimize = string_perception.export.optimize:main',
             'string-perception-generate = string_perception.scenes.cli:main',
             'string-perception-play = string_perception.bags.play:main',
             'string-perception-record = string_perception.bags.record:main',
-            'string-perception-eval = string_perception.bags.eval_bag:main',
             'string-perception-demo = string_perception.demo:main',
             'string-perception-sim = string_perception.sim_ros.sim_camera:main',
+            'string-perception-sim-aloha = string_perception.sim_ros.sim_aloha_loop:main',
             'string-perception-train-policy = string_perception.policy.train_bc:main',
             'string-perception-train-localiser = string_perception.policy.train_localiser:main',
-            'string_perception_policy = string_perception.ros.policy_node:main',
-            'string-perception-sim-aloha = string_perception.sim_ros.sim_aloha_loop:main',
+            # old names, kept as aliases for one release (test/docs/test_console_scripts.py)
+            'string-perception-evaluate = string_perception.evaluation.evaluate:main',
+            'string-perception-eval = string_perception.bags.eval_bag:main',
         ],
     },
 )

@@ -4,6 +4,7 @@
     python -m benchmarks.aloha_policy step-error runs/aloha_policy/bc/best.pt --demos runs/aloha_policy/demos
     python -m benchmarks.aloha_policy eval --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --seeds 1000:1050 --processes 2
+    python -m benchmarks.aloha_policy eval --seeds 1000:1050          # the shipped pair (models/MODEL_CARD_policy.md)
 
 Demonstrations are the scripted demonstrator (sim/demos/scripted.py) on seeds 0.., observed every --frame-every
 steps (sim/demos/rollout.record_demonstration), one npz per episode. Evaluation seeds start at 1000 (held out).
@@ -25,6 +26,8 @@ os.environ.setdefault('LP_NUM_THREADS', '1')
 
 import numpy as np  # noqa: E402
 
+from string_perception.paths import shipped_policy_pair  # noqa: E402
+from string_perception.sim.demos.outcomes import episode_outcome, outcome_counts, success_max_reward  # noqa: E402
 from string_perception.sim.demos.rollout import (OnnxActor, RolloutConfig, record_demonstration,  # noqa: E402
                                                  run_episode)
 
@@ -174,6 +177,7 @@ def _evaluate(job) -> dict:
     overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
     r = run_episode(seed, actor, actor.rollout_config(**overrides))
     row = dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
+               success_max=success_max_reward(r.rewards), outcome=episode_outcome(r.rewards),
                cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
     if getattr(actor, 'errors_m', None):
         row['cube_error_m'] = actor.errors_m[-1]
@@ -184,6 +188,8 @@ def summarize(rows: list[dict]) -> dict:
     n = len(rows)
     stages = {k: sum(r['max_reward'] == k for r in rows) for k in range(5)}
     return dict(episodes=n, success=sum(r['success'] for r in rows), success_rate=sum(r['success'] for r in rows) / n,
+                success_max=sum(r['success_max'] for r in rows),
+                outcomes=outcome_counts(r['outcome'] for r in rows),
                 reached={k: sum(r['max_reward'] >= k for r in rows) for k in range(1, 5)}, max_stage=stages,
                 cpu_s_per_episode=float(np.mean([r['cpu_s'] for r in rows])),
                 render_cpu_s_per_episode=float(np.mean([r['render_cpu_s'] for r in rows])),
@@ -194,6 +200,10 @@ def summarize(rows: list[dict]) -> dict:
 
 def cmd_eval(args) -> int:
     a, b = (int(x) for x in args.seeds.split(':'))
+    if not (args.perception or args.policy or args.privileged or args.torch):      # the shipped controller
+        args.perception, args.policy = (str(p) for p in shipped_policy_pair())
+    elif bool(args.perception) != bool(args.policy):
+        raise SystemExit('--perception and --policy go together (neither: the shipped pair)')
     spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged, torch=args.torch,
                 query_every=args.query_every, cube_noise_m=args.cube_noise_m, cube_estimator=args.cube_estimator)
     if (args.cube_noise_m or args.cube_estimator) and not args.privileged:
@@ -271,7 +281,8 @@ def main(argv=None) -> int:
     r.add_argument('--processes', type=int, default=1)
     r.add_argument('--out', type=Path, required=True)
     e = sub.add_parser('eval', help='closed-loop success on held-out seeds')
-    e.add_argument('--perception', help='perception ONNX (policy/export.py)')
+    e.add_argument('--perception', help='perception ONNX (policy/export.py); with --policy. Neither, nor '
+                   '--privileged / --torch: the shipped pair (models/MODEL_CARD_policy.md)')
     e.add_argument('--policy', help='policy ONNX')
     e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
     e.add_argument('--torch', help='a vision BC checkpoint run in PyTorch instead of the ONNX pair')

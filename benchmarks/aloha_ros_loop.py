@@ -10,7 +10,7 @@ ROS_DOMAIN_ID). Offline: sim/demos/rollout.run_episode with OnnxActor (the same 
 classes, in one process; renders only query steps). Reported per loop: success rate, mean max reward stage,
 control steps per wall second, and for ROS the image-stamp -> command latency p50 / p99 and misses (timeouts).
 
-Without ``--policy`` a linear test policy (runtime/testing.make_linear_policy, random weights, the perception
+Without ``--policy`` a linear test policy (runtime/linear_policy.make_linear_policy, random weights, the perception
 model's embedding size, chunk 50 / query every 10 / m 0.01 like the BC policy) is used: it cannot solve the task,
 so only the plumbing, rate and latency are measured. The CPU is shared; the load average is printed and stored.
 """
@@ -48,7 +48,7 @@ def linear_test_policy(path: Path, embed_dim: int) -> Path:
     import onnx
 
     from string_perception.runtime.policy_model import PolicyMetadata
-    from string_perception.runtime.testing import make_linear_policy
+    from string_perception.runtime.linear_policy import make_linear_policy
     from string_perception.sim.demos.rollout import JOINT_NAMES
     meta = PolicyMetadata(chunk_size=50, embed_dim=embed_dim, joint_names=JOINT_NAMES, control_rate_hz=50.0,
                           temporal_ensemble_m=0.01, query_every=10, task='aloha_transfer_cube (linear TEST policy)')

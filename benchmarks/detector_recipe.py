@@ -6,7 +6,7 @@
 ``run`` trains each named recipe with ``string-perception-train`` and the common settings below (one shared
 8 000-frame cache file, batch 16, lr 7e-4, validation on 64 frames every 500 steps); ``--parallel 2`` runs two at a
 time with one torch thread each (the 2-core machine). ``report`` scores every run's ``last.pt`` on the held-out
-test split with ``string-perception-evaluate`` (strict and symmetry-aware metrics, error breakdown) and writes a
+test split with ``string-perception-eval-checkpoint`` (strict and symmetry-aware metrics, error breakdown) and writes a
 markdown table with the validation curve, the test numbers and the commands. Finished runs are skipped, so an
 interrupted ``run`` resumes where it stopped (``--resume auto``).
 """

@@ -16,7 +16,7 @@ subscribes (``--listen`` adds a detections listener). The node writes each frame
 Printed per variant: each stage's p50 / p99 / mean and share of stamp -> done, frames answered (detections
 published / frames sent), RSS growth after ``--warmup``, the bare pipeline's p50 / p99 and the ratios node / bare
 (stamp -> detections published); then one line per variant side by side; the machine load (1-min load average,
-cores) with every figure. Nothing asserts; test/test_node_latency.py runs it briefly and checks the report.
+cores) with every figure. Nothing asserts; test/ros/test_node_latency.py runs it briefly and checks the report.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ per kept box) and with ``runtime.postprocess.decode_detections``, alternating ol
 change of the machine's load hits both, each call timed on its own (``time.perf_counter``). Prints per setting:
 p50 / p99 / mean in ms of both (wall, and the thread's CPU time), the ratios old / new (wall), the candidates
 (argmax scores at or above the threshold) and kept boxes per frame, and how many frames differ in any kept box
-(must be 0); the 1-minute load average with every row. Nothing asserts; test/test_nms.py checks correctness, never
+(must be 0); the 1-minute load average with every row. Nothing asserts; test/runtime/test_nms.py checks correctness, never
 time.
 """
 from __future__ import annotations

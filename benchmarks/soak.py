@@ -14,7 +14,7 @@ This process samples the node's RSS (/proc) every --sample seconds and its socke
 Printed and written (--json): frames sent and achieved rate, outputs and output/input ratio, latency p50/p95/max
 (and p95 per third of the run: growth would show a queue), the node's own counters (synced, processed, drops by
 reason, bad inputs), RSS after --warmup seconds vs at the end (growth %), crashes, per-phase outputs.
-Nothing here asserts; test/test_node_load.py runs it briefly and checks the figures.
+Nothing here asserts; test/ros/test_node_load.py runs it briefly and checks the figures.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The closed loop over ROS: simulated ALOHA cell (lockstep) -> perception node -> policy node -> simulator.
 
+    ros2 launch string_perception aloha_policy.launch.py                 # the shipped pair (models/MODEL_CARD_policy.md)
     ros2 launch string_perception aloha_policy.launch.py model_path:=perception.onnx policy_model_path:=policy.onnx
     ros2 launch string_perception aloha_policy.launch.py ... seeds:=0,1,2 steps:=400 results:=/tmp/loop.json
 
@@ -26,11 +27,11 @@ def generate_launch_description() -> LaunchDescription:
     loopback = IfCondition(LaunchConfiguration('loopback_only'))
     args = [
         DeclareLaunchArgument('model_path', default_value='',
-                              description='perception ONNX whose embedding the policy consumes (empty: the config '
-                                          "file's, else the shipped model)"),
+                              description='perception ONNX whose embedding the policy consumes (empty: the shipped '
+                                          'policy perception file, models/aloha_policy_perception.onnx)'),
         DeclareLaunchArgument('policy_model_path', default_value='',
-                              description='policy ONNX (runtime/policy_model.py contract); required, empty is '
-                                          'refused at launch'),
+                              description='policy ONNX (runtime/policy_model.py contract; empty: the shipped policy, '
+                                          'models/aloha_policy.onnx, see models/MODEL_CARD_policy.md)'),
         DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated cube seeds'),
         DeclareLaunchArgument('steps', default_value='400', description='control steps per episode'),
         DeclareLaunchArgument('results', default_value='', description='JSON file for the episode results'),

@@ -28,26 +28,26 @@ REPO = Path(__file__).resolve().parent.parent
 # deselected: mutmut only sees calls made in its own process, and they take seconds per mutant.
 MODULES: dict[str, tuple[str, tuple[str, ...]]] = {
     'losses': ('string_perception/training/losses.py',
-               ('test/test_losses.py', 'test/test_known_answers_losses.py')),
+               ('test/training/test_losses.py', 'test/training/test_known_answers_losses.py')),
     'matcher': ('string_perception/matcher.py',
-                ('test/test_matcher.py', 'test/test_known_answers_matcher.py')),
+                ('test/core/test_matcher.py', 'test/core/test_known_answers_matcher.py')),
     'postprocess': ('string_perception/runtime/postprocess.py',
-                    ('test/test_postprocess.py', 'test/test_known_answers_postprocess.py')),
+                    ('test/runtime/test_postprocess.py', 'test/runtime/test_known_answers_postprocess.py')),
     'metrics': ('string_perception/metrics.py',
-                ('test/test_metrics.py', 'test/test_known_answers_ap3d.py')),
+                ('test/core/test_metrics.py', 'test/core/test_known_answers_ap3d.py')),
     'iou3d': ('string_perception/iou3d.py',
-              ('test/test_iou3d.py', 'test/test_known_answers_iou3d.py')),
+              ('test/core/test_iou3d.py', 'test/core/test_known_answers_iou3d.py')),
     'params': ('string_perception/node_params.py',
-               ('test/test_node_params.py', 'test/test_node_params_live.py')),
-    'assignment': ('string_perception/assignment.py', ('test/test_assignment.py',)),
+               ('test/ros/test_node_params.py', 'test/ros/test_node_params_live.py')),
+    'assignment': ('string_perception/assignment.py', ('test/core/test_assignment.py',)),
     'dense_criterion': ('string_perception/training/dense_criterion.py',
-                        ('test/test_dense_criterion.py', 'test/test_symmetric_targets.py')),
+                        ('test/training/test_dense_criterion.py', 'test/training/test_symmetric_targets.py')),
 }
 # Slow tests left out per mutant (--fast): randomised property tests, which cost most of a module's test time and
 # assert no known answer that the module's known-answer tests do not also assert.
 SLOW_TESTS: dict[str, tuple[str, ...]] = {
-    'postprocess': ('test/test_postprocess.py::test_property_decode_never_raises_on_any_model_output',),
-    'iou3d': ('test/test_iou3d.py::test_property_bounded_symmetric_consistent',),
+    'postprocess': ('test/runtime/test_postprocess.py::test_property_decode_never_raises_on_any_model_output',),
+    'iou3d': ('test/core/test_iou3d.py::test_property_bounded_symmetric_consistent',),
 }
 
 

@@ -2,7 +2,7 @@
 node_params.PARAMS and topics from ros/interface.TOPICS in docs/node.md, the policy node's in docs/policy.md.
 
     python scripts/readme_tables.py           # rewrite the pages in place
-    python scripts/readme_tables.py --check   # exit 1 if a page is out of date (test/test_readme_tables.py)
+    python scripts/readme_tables.py --check   # exit 1 if a page is out of date (test/docs/test_readme_tables.py)
 """
 import argparse
 import sys

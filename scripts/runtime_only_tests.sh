@@ -5,10 +5,10 @@
 #   + the vision_msgs / tf2_msgs interfaces (scripts/build_interfaces.sh);
 # and NOT train.txt, sim.txt, sim-nodeps.txt or the rest of dev.txt (torch, mujoco, pybullet, colcon, ...).
 # Checks that none of those is importable, that `pytest --collect-only` of the whole suite has no error (modules
-# needing one skip: test/optional_deps.py), then runs the given tests (default: the quick ones).
+# needing one skip: test/support/optional_deps.py), then runs the given tests (default: the quick ones).
 #
 #   scripts/runtime_only_tests.sh [VENV [PYTEST ARGS...]]    (VENV default: .runtime-venv)
-#   scripts/runtime_only_tests.sh .runtime-venv test/test_bags_format.py -x
+#   scripts/runtime_only_tests.sh .runtime-venv test/bags/test_bags_format.py -x
 #
 # Idempotent: pip is skipped while the requirements are unchanged, the interfaces while they import.
 set -euo pipefail

@@ -1,7 +1,7 @@
 """Option parsers the package's command-line tools share (torch-free, so any CLI module may import it).
 
 ``parse_kv`` is the ``type=`` of every repeatable ``--model`` / ``--scene`` / ``--sim`` / ``--loss`` / ``--matcher``
-``KEY=VALUE`` option (``string-perception-train``, ``string-perception-evaluate``, the bag evaluator).
+``KEY=VALUE`` option (``string-perception-train``, ``string-perception-eval-checkpoint``, the bag evaluator).
 """
 from __future__ import annotations
 

@@ -389,7 +389,7 @@ def render_yaml(node_name: str = PARAMS_FILE_NODE) -> str:
     """``config/default.yaml``: the defaults in ROS params-file form, each with its description as a comment."""
     import json
     lines = ['# Defaults of the string_perception node (generated from string_perception/node_params.py;',
-             '# test/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
+             '# test/ros/test_node_params.py checks they match). Copy and edit, then pass with --params-file.',
              f'{node_name}:', '  ros__parameters:']
     for p in PARAMS:
         rng = p.range_text()

@@ -18,6 +18,12 @@ from pathlib import Path
 PACKAGE = 'string_perception'
 ENV_OVERRIDE = 'STRING_PERCEPTION_SHARE'
 
+# The shipped transfer-cube controller (models/MODEL_CARD_policy.md): a perception file whose ``embedding`` is the
+# cube localiser's, and the policy file that acts on it. The perception node's own default model stays the
+# detector's (ros/node.DEFAULT_MODEL); aloha_policy.launch.py and the offline rollout default to this pair.
+SHIPPED_POLICY_PERCEPTION = 'aloha_policy_perception.onnx'
+SHIPPED_POLICY = 'aloha_policy.onnx'
+
 
 def _ament_share() -> Path | None:
     try:
@@ -72,3 +78,8 @@ def config_file(name: str) -> Path:
 def model_file(name: str) -> Path:
     """A file from ``models/`` (e.g. the shipped ONNX model)."""
     return share_file('models', name)
+
+
+def shipped_policy_pair() -> tuple[Path, Path]:
+    """(perception ONNX, policy ONNX) of the shipped transfer-cube controller, from ``models/``."""
+    return model_file(SHIPPED_POLICY_PERCEPTION), model_file(SHIPPED_POLICY)

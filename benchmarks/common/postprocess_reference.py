@@ -1,5 +1,5 @@
 """The decoder as it was before issue 37 (one exact-IoU call per kept box; box_ops' rotation functions of then),
-kept only as the reference that test/test_nms.py and benchmarks/postprocess_latency.py compare
+kept only as the reference that test/runtime/test_nms.py and benchmarks/postprocess_latency.py compare
 :func:`string_perception.runtime.postprocess.decode_detections` with, box for box. Not part of the package; do not
 import it from package code (here, not under test/, because a benchmark imports it and nothing outside test/
 imports test/)."""

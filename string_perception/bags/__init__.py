@@ -10,7 +10,7 @@
 - ``sample``     the bundled recording ``data/sample_recording`` (regenerated bit for bit from a seed)
 - ``play``       ``string-perception-play``: publish a bag over DDS with its original timing (rclpy)
 - ``record``     ``string-perception-record``: subscribe and write rosbag2 (rclpy)
-- ``eval_bag``   ``string-perception-eval``: the node's pipeline on every frame of a bag -> metrics, plots
+- ``eval_bag``   ``string-perception-eval-bag``: the node's pipeline on every frame of a bag -> metrics, plots
 
 Importing this package imports neither rclpy nor onnxruntime.
 """

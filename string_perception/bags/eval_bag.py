@@ -1,7 +1,7 @@
-"""Evaluate a model on a rosbag2 recording offline (``string-perception-eval``): no ROS install needed.
+"""Evaluate a model on a rosbag2 recording offline (``string-perception-eval-bag``): no ROS install needed.
 
-    string-perception-eval data/sample_recording --model models/vitd_tiny_cayley.onnx --out runs/bag_eval
-    string-perception-eval my_bag/ --model m.onnx --out runs/x --image-topic /cam/color/image_raw/compressed \\
+    string-perception-eval-bag data/sample_recording --model models/vitd_tiny_cayley.onnx --out runs/bag_eval
+    string-perception-eval-bag my_bag/ --model m.onnx --out runs/x --image-topic /cam/color/image_raw/compressed \\
         --depth-topic /cam/aligned_depth_to_color/image_raw --output-bag
 
 Every synchronised frame of the bag (sqlite3 or mcap; raw or compressed colour; 16UC1 or 32FC1 depth; see
@@ -195,7 +195,7 @@ def metrics_report(res: BagEvaluation, args: argparse.Namespace, seconds: float)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='string-perception-eval', description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='string-perception-eval-bag', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('bag', help='rosbag2 folder (sqlite3 or mcap), or a .db3 / .mcap file')
     p.add_argument('--model', required=True, help='ONNX model (docs/ARCHITECTURE.md contract)')
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         pipe = Pipeline(args.model, score_threshold=args.score_threshold, nms_iou=args.nms_iou,
                         max_detections=args.max_detections, resize_mode=args.resize_mode, **kw)
     except (ModelLoadError, FileNotFoundError, ValueError) as e:
-        print(f'string-perception-eval: cannot load the model {args.model}: {e}', file=sys.stderr)
+        print(f'string-perception-eval-bag: cannot load the model {args.model}: {e}', file=sys.stderr)
         return 2
     topics = CameraTopics(image=args.image, depth=args.depth, camera_info=args.camera_info,
                           ground_truth=args.ground_truth)
@@ -250,11 +250,11 @@ def main(argv: list[str] | None = None) -> int:
                            max_frames=args.max_frames, output_bag=args.output_bag is not None,
                            progress=not args.no_progress)
     except (BagError, ImportError) as e:
-        print(f'string-perception-eval: {e}', file=sys.stderr)
+        print(f'string-perception-eval-bag: {e}', file=sys.stderr)
         return 2
     print('\n'.join(res.report.lines()))
     if not res.frames_evaluated:
-        print('string-perception-eval: no frame of the bag could be evaluated (see above)', file=sys.stderr)
+        print('string-perception-eval-bag: no frame of the bag could be evaluated (see above)', file=sys.stderr)
         return 1
     written = write_outputs(res, out, args.draw_threshold)
     report = metrics_report(res, args, time.perf_counter() - t0)

@@ -1,7 +1,7 @@
-"""Evaluate a checkpoint on the held-out test split (``string-perception-evaluate``).
+"""Evaluate a checkpoint on the held-out test split (``string-perception-eval-checkpoint``).
 
-    string-perception-evaluate models/vitd_tiny_cayley.pt --num-frames 500 --out runs/eval
-    string-perception-evaluate models/vitd_tiny_cayley.pt --scenes kuka --num-frames 200   # a simulated cell
+    string-perception-eval-checkpoint models/vitd_tiny_cayley.pt --num-frames 500 --out runs/eval
+    string-perception-eval-checkpoint models/vitd_tiny_cayley.pt --scenes kuka --num-frames 200   # a simulated cell
 
 Test frames are seeds ``[2e9 + offset, 2e9 + offset + num_frames)``, never used in training. ``--scenes`` picks
 their source (``training/sources.py``: procedural, aloha, kuka, mix; default: the checkpoint's training source);
@@ -97,7 +97,7 @@ def node_threshold(checkpoint: str | Path) -> tuple[float, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='string-perception-evaluate', description=__doc__.split('\n\n')[0],
+    p = argparse.ArgumentParser(prog='string-perception-eval-checkpoint', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument('checkpoint', help='ViTD checkpoint (.pt)')
     p.add_argument('--num-frames', type=int, default=200, help='test frames: seeds [2e9 + offset, ... + num)')

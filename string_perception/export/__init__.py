@@ -5,7 +5,8 @@
     metadata.py      metadata_props from the checkpoint (+ weights checksum)
     to_onnx.py       trace to ONNX (dynamic batch, weights as initializers, checker)
     verify.py        ONNX Runtime vs PyTorch parity on random and generated test-split frames
-    export_onnx.py   the `string-perception-export` CLI
+    pipeline.py      export_checkpoint: checkpoint -> checked, verified file(s) + <out stem>.export.json
+    cli.py           the `string-perception-export` command (pipeline.export_checkpoint)
     optimize.py      the `string-perception-optimize` CLI: int8 QDQ variant of an exported fp32 file (issue 37)
 
 Needs torch; the runtime (string_perception.runtime) reads what this writes without torch.

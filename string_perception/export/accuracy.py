@@ -2,7 +2,7 @@
 (``string-perception-export ... --fp16 --eval-frames 200``: the fp16 accuracy loss the issue asks for).
 
 Each ONNX file runs through the runtime's `OnnxModel` behind a small adapter with the call signature of the torch
-model, so `evaluation.inference.predict` decodes and scores it exactly as `string-perception-evaluate` scores the
+model, so `evaluation.inference.predict` decodes and scores it exactly as `string-perception-eval-checkpoint` scores the
 checkpoint (same scene config as training, test seeds from 2e9, the evaluator's default decoding).
 """
 from __future__ import annotations

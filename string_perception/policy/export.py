@@ -5,7 +5,7 @@
         --localiser runs/aloha_policy/probe_emb/probe.pt --out runs/aloha_policy/two_stage/onnx
 
 - ``perception.onnx``: the ViTD with the BC-trained PolicyHead (its frozen or fine-tuned encoder), through the
-  package's exporter (export/export_onnx.py: compiled STRING, metadata, parity), plus metadata ``embedding_source``
+  package's exporter (export/pipeline.py: compiled STRING, metadata, parity), plus metadata ``embedding_source``
   = ``bc_policy`` (the ``embedding`` output is the policy embedding the chunk head was trained on) and
   ``policy_task``; runtime/model_metadata.py keeps both in ``extra``.
 - ``policy.onnx``: the chunk head (normalisation included) per runtime/policy_model.py: ``embedding`` [B,E] +
@@ -30,7 +30,7 @@ import onnx
 import torch
 from torch import nn
 
-from ..export.export_onnx import export_checkpoint
+from ..export.pipeline import export_checkpoint
 from ..export.to_onnx import constants_to_initializers
 from ..model.vitd import save_checkpoint
 from ..runtime.checksum import weights_sha256

@@ -7,15 +7,17 @@ the perception node and the policy node, remapped together (computed at launch t
     policy node  --~/joint_command (JointState, stamp = the image's)-->  sim (--command-topic)
 
 The perception node's parameters are ``[config, {...}]``: the dict holds what the loop needs (autostart,
-``use_sim_time``, reliable inputs) and ``model_path`` only when given, so a ``config`` file's own ``model_path`` holds
-otherwise (launch_setup.node_parameters explains the order). An empty ``policy_model_path`` is refused here, at
-launch time, with one line, rather than by the policy node at configure.
+``use_sim_time``, reliable inputs) and ``model_path`` (launch_setup.node_parameters explains the order). Empty
+``model_path`` / ``policy_model_path`` launch the shipped controller (paths.shipped_policy_pair,
+models/MODEL_CARD_policy.md): the perception node then runs the policy's perception file, whose ``~/embedding`` is
+the cube localiser's, not the node's own default (the detector). Give both to run another pair.
 ``launch`` / ``launch_ros`` are imported only inside :func:`aloha_policy_actions`.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
+from ..paths import SHIPPED_POLICY, SHIPPED_POLICY_PERCEPTION, model_file
 from . import policy_params as PP
 from .launch_setup import PACKAGE, node_fqn, parse_bool
 
@@ -45,23 +47,21 @@ def aloha_policy_actions(context, *_args, **_kwargs) -> list:
     """``OpaqueFunction`` body of ``aloha_policy.launch.py``."""
     from launch_ros.actions import LifecycleNode, Node
     cfg = context.launch_configurations
-    if not cfg['policy_model_path'].strip():
-        raise ValueError('launch argument policy_model_path:= is required: the policy ONNX '
-                         '(policy/export.py writes it next to perception.onnx; runtime/policy_model.py contract)')
+    model_path = cfg['model_path'].strip() or str(model_file(SHIPPED_POLICY_PERCEPTION))
+    policy_model_path = cfg['policy_model_path'].strip() or str(model_file(SHIPPED_POLICY))
     ns, sim_time = cfg['namespace'], parse_bool(cfg['use_sim_time'], 'use_sim_time')
     perception_name, policy_name = cfg['perception_node_name'], cfg['policy_node_name']
     log = ['--ros-args', '--log-level', cfg['log_level']]
     reliable = {f'{k}_qos_reliability': 'reliable' for k in ('image', 'depth', 'camera_info')}  # lockstep: no loss
     perception = LifecycleNode(
         package=PACKAGE, executable=PERCEPTION_EXECUTABLE, name=perception_name, namespace=ns, output='screen',
-        parameters=[cfg['config'], {**({'model_path': cfg['model_path']} if cfg['model_path'].strip() else {}),
-                                    'autostart': True, 'use_sim_time': sim_time,
+        parameters=[cfg['config'], {'model_path': model_path, 'autostart': True, 'use_sim_time': sim_time,
                                     'resize_mode': 'crop',   # the policy's perception file saw centre crops
                                     **reliable}],
         remappings=[(k, SIM_TOPICS[k]) for k in ('image', 'depth', 'camera_info')], arguments=log)
     policy = LifecycleNode(
         package=PACKAGE, executable=POLICY_EXECUTABLE, name=policy_name, namespace=ns, output='screen',
-        parameters=[{'model_path': cfg['policy_model_path'], 'autostart': True, 'use_sim_time': sim_time}],
+        parameters=[{'model_path': policy_model_path, 'autostart': True, 'use_sim_time': sim_time}],
         remappings=[('embedding', node_fqn(ns, perception_name) + '/embedding'),
                     ('joint_states', SIM_TOPICS['joint_states'])], arguments=log)
     sim = Node(package=PACKAGE, executable=SIM_EXECUTABLE, name='string_perception_sim_aloha', output='screen',

@@ -30,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..runtime.errors import InputError
-from .approx_sync import SimpleFilter, stamp_error
+from .message_filters_fallback import SimpleFilter, stamp_error
 from ..codec.image_conversion import ImageEncodingError, array_to_imgmsg, compressed_imgmsg_to_array, encoding_info
 from .sequence_gaps import SequencedSubscriber
 

@@ -1,7 +1,7 @@
 """The node's ROS interface as data, and the docs tables generated from it (and from ``params.PARAMS``).
 
 :data:`TOPICS` lists every topic the node subscribes or publishes: name (relative names are remapped, ``~/``
-is the node's namespace), message type, QoS and when messages flow. ``test/test_readme_tables.py`` checks the list
+is the node's namespace), message type, QoS and when messages flow. ``test/docs/test_readme_tables.py`` checks the list
 against a running node and the tables in ``docs/node.md`` against :func:`parameter_table` / :func:`topic_table`;
 ``scripts/readme_tables.py`` rewrites every page of :data:`TABLE_PAGES` between its markers. ROS-free.
 :data:`POLICY_TOPICS` and ``policy_params.PARAMS`` are the policy node's (``ros/policy_node.py``), written into

@@ -51,7 +51,7 @@ from .latest import LatestWorker
 from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node
 from .live_params import on_parameter_updates, pipeline_settings
 from .outputs import NodeOutputs
-from .sync import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
+from .synchronizer import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
 from .target_frame import TargetFrame
 
 __all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL']

@@ -145,7 +145,7 @@ class PolicyNode(ManagedNode):
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         from sensor_msgs.msg import Image, JointState
-        from .sync import ApproximateTimeSynchronizer, Subscriber
+        from .synchronizer import ApproximateTimeSynchronizer, Subscriber
         cfg = self.cfg
         qos = qos_profile(cfg['input_qos_reliability'], cfg['input_qos_depth'])
         self._subs = []

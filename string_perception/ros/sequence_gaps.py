@@ -18,14 +18,14 @@ the real ``message_filters`` synchroniser or ours takes it) that owns its rclpy 
 takes the ``MessageInfo`` and passes it to ``on_info`` before the message goes on
 (:meth:`SequencedSubscriber.pass_on`: subclasses that convert the message override that, not the callback). It does
 not derive from ``message_filters.Subscriber``: some releases of that refuse every keyword but ``qos_profile``
-(see ``ros/approx_sync.Subscriber``), and the node needs ``callback_group`` and ``raw``.
+(see ``ros/message_filters_fallback.Subscriber``), and the node needs ``callback_group`` and ``raw``.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Any, Callable, Mapping
 
-from .approx_sync import SimpleFilter, stamp_error
+from .message_filters_fallback import SimpleFilter, stamp_error
 
 __all__ = ['SequenceGaps', 'SequencedSubscriber']
 
@@ -67,7 +67,7 @@ class SequencedSubscriber(SimpleFilter):
     """``SequencedSubscriber(node, MsgType, topic, qos_profile=..., on_info=cb, **kwargs)``: a synchroniser input
     over ``node.create_subscription(MsgType, topic, callback, qos_profile, **kwargs)`` (``callback_group``,
     ``raw``, ...); ``on_info(MessageInfo)`` is called for every message before it is passed on. A message whose
-    stamp the synchroniser would refuse (``approx_sync.stamp_error``: not a builtin_interfaces/Time, negative)
+    stamp the synchroniser would refuse (``message_filters_fallback.stamp_error``: not a builtin_interfaces/Time, negative)
     goes to ``on_bad_stamp(reason)`` instead of on (given ``on_bad_stamp``): it would raise in the executor."""
 
     def __init__(self, node, msg_type, topic: str, qos_profile=10,

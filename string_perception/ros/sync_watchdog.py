@@ -1,6 +1,6 @@
 """Unblocks an approximate-time synchroniser that stopped matching while every input keeps arriving (ROS-free).
 
-The message_filters synchroniser (the real one and ``approx_sync``) keeps ``queue_size`` stamps per input and, when
+The message_filters synchroniser (the real one and ``message_filters_fallback``) keeps ``queue_size`` stamps per input and, when
 a queue overflows, drops its OLDEST stamp. Eleven messages on one input stamped ahead of the others (a driver
 whose clock disagrees, a bag replayed beside a live camera) fill that queue with future stamps: every good message
 that follows is then the oldest, dropped at once, never matched, until the clock catches up (1 h ahead: an hour).

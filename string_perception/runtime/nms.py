@@ -18,7 +18,7 @@ settled by the cheapest certain means (see :mod:`string_perception.iou3d_bounds`
 Pairs are asked only when needed, in waves (:func:`greedy_nms`): each wave settles, in one vectorised call per
 step, the open pairs of the boxes that are certain to be kept (~1.5 waves a frame on the shipped model's frames).
 
-test/test_nms.py checks the bounds against the exact IoU and the whole against the former implementation (one
+test/runtime/test_nms.py checks the bounds against the exact IoU and the whole against the former implementation (one
 exact-IoU call per kept box) on 1,000 frames of the shipped model.
 """
 from __future__ import annotations

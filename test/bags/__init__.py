@@ -1,0 +1,1 @@
+"""Tests of the bags part (see test/__init__.py)."""

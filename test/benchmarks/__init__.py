@@ -1,0 +1,1 @@
+"""Tests of the benchmarks part (see test/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Tests of the codec part (see test/__init__.py)."""

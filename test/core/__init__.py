@@ -1,0 +1,1 @@
+"""Tests of the core part (see test/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Tests of the docs part (see test/__init__.py)."""

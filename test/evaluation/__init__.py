@@ -1,0 +1,1 @@
+"""Tests of the evaluation part (see test/__init__.py)."""

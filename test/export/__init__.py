@@ -1,0 +1,1 @@
+"""Tests of the export part (see test/__init__.py)."""

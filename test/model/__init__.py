@@ -1,0 +1,1 @@
+"""Tests of the model part (see test/__init__.py)."""

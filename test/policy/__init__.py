@@ -1,0 +1,1 @@
+"""Tests of the policy part (see test/__init__.py)."""

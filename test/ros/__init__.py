@@ -1,0 +1,1 @@
+"""Tests of the ros part (see test/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Tests of the runtime part (see test/__init__.py)."""

@@ -1,0 +1,1 @@
+"""Tests of the scenes part (see test/__init__.py)."""

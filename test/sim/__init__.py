@@ -1,0 +1,1 @@
+"""Tests of the sim part (see test/__init__.py)."""

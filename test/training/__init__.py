@@ -1,0 +1,1 @@
+"""Tests of the training part (see test/__init__.py)."""
