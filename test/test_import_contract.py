@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = next(p for p in Path(__file__).resolve().parents if (p / 'string_perception').is_dir())   # wherever test/ puts it
 PKG = 'string_perception'
 
 # ROS message / interface packages (rosidl-generated): ``*_msgs`` plus the ones named otherwise
