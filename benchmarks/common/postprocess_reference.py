@@ -13,8 +13,8 @@ from scipy.special import expit
 from string_perception.box_ops import Box3D
 from string_perception.iou3d import pairwise_box3d_iou
 from string_perception.runtime.errors import OutputError
-from string_perception.runtime.postprocess import (_DEGENERATE_EPS, _MAX_CENTRE_M, _MAX_SIZE_M, Detections,
-                                                   _as_output, check_decode_params)
+from string_perception.runtime.postprocess import (DEGENERATE_EPS, MAX_CENTRE_M, MAX_SIZE_M, Detections,
+                                                   as_output, check_decode_params)
 
 __all__ = ['decode_detections_reference', 'greedy_nms_reference', 'same_detections']
 
@@ -108,8 +108,8 @@ def decode_detections_reference(boxes, logits, labels: Sequence[str], score_thre
     names (the same geometry, each with its own score); class-wise NMS then runs over all candidates.
     """
     check_decode_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
-    b = _as_output(boxes, 'boxes', 12)                          # [N,12]
-    lg = _as_output(logits, 'logits', None)                     # [N,C]
+    b = as_output(boxes, 'boxes', 12)                          # [N,12]
+    lg = as_output(logits, 'logits', None)                     # [N,C]
     labels = [str(s) for s in labels]
     if lg.shape[0] != b.shape[0]:
         raise OutputError('bad_output', f'boxes has {b.shape[0]} tokens but logits has {lg.shape[0]}')
@@ -123,9 +123,9 @@ def decode_detections_reference(boxes, logits, labels: Sequence[str], score_thre
         n1 = np.linalg.norm(a1, axis=1)
         n2 = np.linalg.norm(a2, axis=1)
         ncross = np.linalg.norm(np.cross(a1, a2), axis=1)
-        sane = ((b[:, 9:12] > 0).all(axis=1) & (b[:, 9:12] <= _MAX_SIZE_M).all(axis=1)
-                & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M).all(axis=1)
-                & (n1 > _DEGENERATE_EPS) & (ncross > _DEGENERATE_EPS * n1 * n2))   # [N]
+        sane = ((b[:, 9:12] > 0).all(axis=1) & (b[:, 9:12] <= MAX_SIZE_M).all(axis=1)
+                & (np.abs(b[:, 0:3]) <= MAX_CENTRE_M).all(axis=1)
+                & (n1 > DEGENERATE_EPS) & (ncross > DEGENERATE_EPS * n1 * n2))   # [N]
     ok = finite & sane
     num_invalid = int(np.count_nonzero(finite & ~sane))
     if max_detections == 0 or not ok.any():

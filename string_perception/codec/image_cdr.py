@@ -17,13 +17,14 @@ look-ups call it on every stamp. :class:`RawStamp` (same fields) stands in only 
 """
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ['RawStamp', 'RawHeader', 'make_stamp', 'RawImage', 'ImageCdrError', 'read_image']
+__all__ = ['RawStamp', 'RawHeader', 'make_stamp', 'stamp_type', 'RawImage', 'ImageCdrError', 'read_image']
 
 _HEADER_BYTES = 4
 # encapsulation id (big-endian uint16) -> byte order; 0/1 = CDR BE/LE, 6/7 = PLAIN_CDR2 BE/LE (final types)
@@ -41,15 +42,21 @@ class RawStamp:
     nanosec: int = 0
 
 
-try:
-    from builtin_interfaces.msg import Time as _Stamp    # what rclpy.time.Time.from_msg demands
-except ImportError:  # ROS-free use of the reader
-    _Stamp = RawStamp
+@functools.cache
+def stamp_type() -> type:
+    """``builtin_interfaces.msg.Time`` (what rclpy.time.Time.from_msg demands) when importable, else
+    :class:`RawStamp` (ROS-free use of the reader). Looked up once, on first use: codec/ imports no message package
+    at import time."""
+    try:
+        from builtin_interfaces.msg import Time
+    except ImportError:
+        return RawStamp
+    return Time
 
 
 def make_stamp(sec: int, nanosec: int):
     """``builtin_interfaces.msg.Time(sec, nanosec)`` when importable, else :class:`RawStamp`."""
-    return _Stamp(sec=sec, nanosec=nanosec)
+    return stamp_type()(sec=sec, nanosec=nanosec)
 
 
 @dataclass

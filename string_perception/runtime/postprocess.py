@@ -25,11 +25,13 @@ from ..box_ops import cross3, rotation_from_6d, rotation_to_quaternion, vector_n
 from .errors import OutputError
 from .nms import greedy_nms
 
-__all__ = ['Detections', 'decode_detections', 'check_decode_params']
+__all__ = ['Detections', 'decode_detections', 'check_decode_params', 'as_output', 'MAX_SIZE_M', 'MAX_CENTRE_M',
+           'DEGENERATE_EPS']
 
-_MAX_SIZE_M = 1e3        # larger boxes are model garbage (and would make volumes meaningless)
-_MAX_CENTRE_M = 1e6
-_DEGENERATE_EPS = 1e-9   # relative: |a1| and |a1 x a2| / (|a1||a2|) below this -> no rotation
+# the sanity limits a decoded box must meet (shared with benchmarks/common/postprocess_reference.py)
+MAX_SIZE_M = 1e3        # larger boxes are model garbage (and would make volumes meaningless)
+MAX_CENTRE_M = 1e6
+DEGENERATE_EPS = 1e-9   # relative: |a1| and |a1 x a2| / (|a1||a2|) below this -> no rotation
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class Detections:
                    token_indices=np.arange(m, dtype=np.int64))
 
 
-def _as_output(x, name: str, last: int | None) -> np.ndarray:
+def as_output(x, name: str, last: int | None) -> np.ndarray:
+    """A model output as float64 ``[N,last]`` (``[N,C]`` when ``last`` is None); a ``[1,N,k]`` batch of one is
+    unwrapped. ``OutputError('bad_output')`` for anything else (not an array, wrong rank or width, not real)."""
     try:
         a = np.asarray(x)
     except Exception as e:
@@ -117,8 +121,8 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
     names (the same geometry, each with its own score); class-wise NMS then runs over all candidates.
     """
     check_decode_params(score_threshold, nms_iou, max_detections, pre_nms_top_k)
-    b = _as_output(boxes, 'boxes', 12)                          # [N,12]
-    lg = _as_output(logits, 'logits', None)                     # [N,C]
+    b = as_output(boxes, 'boxes', 12)                          # [N,12]
+    lg = as_output(logits, 'logits', None)                     # [N,C]
     labels = [str(s) for s in labels]
     if lg.shape[0] != b.shape[0]:
         raise OutputError('bad_output', f'boxes has {b.shape[0]} tokens but logits has {lg.shape[0]}')
@@ -132,8 +136,8 @@ def decode_detections(boxes, logits, labels: Sequence[str], score_threshold: flo
         n1 = vector_norm(a1)                                    # = np.linalg.norm(axis=-1), same bits
         n2 = vector_norm(a2)
         ncross = vector_norm(cross3(a1, a2))
-        sane = (((b[:, 9:12] > 0) & (b[:, 9:12] <= _MAX_SIZE_M) & (np.abs(b[:, 0:3]) <= _MAX_CENTRE_M)).all(axis=1)
-                & (n1 > _DEGENERATE_EPS) & (ncross > _DEGENERATE_EPS * n1 * n2))   # [N]
+        sane = (((b[:, 9:12] > 0) & (b[:, 9:12] <= MAX_SIZE_M) & (np.abs(b[:, 0:3]) <= MAX_CENTRE_M)).all(axis=1)
+                & (n1 > DEGENERATE_EPS) & (ncross > DEGENERATE_EPS * n1 * n2))   # [N]
     ok = finite & sane
     num_invalid = int(np.count_nonzero(finite & ~sane))
     if max_detections == 0 or not ok.any():
