@@ -10,7 +10,6 @@ from typing import Sequence
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from ..runtime.draw import draw_predictions
 from .demo_scores import LiveFrame
@@ -68,8 +67,18 @@ def composite(rows: Sequence[Sequence[LiveFrame | None]], class_names: Sequence[
 
 
 def save_png(image: np.ndarray, path: str | Path, colours: int = 64) -> Path:
-    """``image`` (uint8 RGB) as a ``colours``-colour palette PNG at ``path`` (folders made)."""
+    """``image`` (uint8 RGB) reduced to ``colours`` colours and written as a PNG at ``path`` (folders made): k-means
+    (cv2.kmeans, fixed seed) on a pixel sample picks the palette, every pixel takes its nearest palette colour, so the
+    composite stays small enough to commit (a few hundred KB) without a palette-PNG library."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(image).quantize(colours, dither=Image.Dither.NONE).save(path, optimize=True)
+    pixels = image.reshape(-1, 3).astype(np.float32)                               # [H*W, 3]
+    sample = pixels[np.random.default_rng(0).choice(len(pixels), min(len(pixels), 20000), replace=False)]
+    cv2.setRNGSeed(0)
+    criteria = (cv2.TERM_CRITERIA_EPS + cv2.TERM_CRITERIA_MAX_ITER, 20, 1.0)
+    _, _, palette = cv2.kmeans(sample, min(colours, len(sample)), None, criteria, 1, cv2.KMEANS_PP_CENTERS)
+    nearest = np.concatenate([np.argmin(((chunk[:, None, :] - palette[None]) ** 2).sum(-1), axis=1)
+                              for chunk in np.array_split(pixels, max(1, len(pixels) // 65536))])   # [H*W]
+    reduced = np.clip(np.rint(palette[nearest]), 0, 255).astype(np.uint8).reshape(image.shape)
+    cv2.imwrite(str(path), cv2.cvtColor(reduced, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])
     return path

@@ -332,10 +332,18 @@ def catalogue(a) -> int:
             before = diag_after(time.time())
             t0 = time.time()
             frames = bad_frames(name, good, node.get_clock().now().nanoseconds, last_good)
-            if name in STREAMS:                         # one input absent or unpairable, until input_timeout passed
-                frames = [frames[0]] * int((a.input_timeout + 0.25) / 0.03)
+            if name in STREAMS:     # one input absent or unpairable for two input_timeouts and a margin: the node's
+                # InputWatch starts its clock only at a colour image that finds the partner silent for input_timeout
+                # (codec/frame_checks.py), then reports after input_timeout more; one timeout was enough only when a
+                # loaded machine slowed this loop (a quiet run sent the last frame before the node could report)
+                # ... and stops once the node has counted it (diagnostics every 0.1 s), so that the one throttled
+                # warning line stays the only one in the item's window
+                frames = [frames[0]] * int((2 * a.input_timeout + 0.5) / 0.03)
+            key = catalogue_items[name][0]
             for img, dep, info, stamp in frames:
                 if name in STREAMS:
+                    if got['diag'] and int(got['diag'][-1][1].get(key, 0)) > int(before.get(key, 0)):
+                        break
                     stamp = node.get_clock().now().nanoseconds
                 publish(img, dep, info, stamp, 0 if name == 'camera_info_stamped_zero' else None)
                 spin_until(lambda: False, 0.03)
