@@ -156,7 +156,7 @@ def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size
 
 def detection_test(vitd, detector_run: Path) -> dict:
     """``vitd`` as a detector on the Table-4 run's test split (its headline metrics, as that run's test.json)."""
-    from string_perception.evaluation.inference import headline
+    from string_perception.training.inference import headline
     from string_perception.training.config import TrainConfig
     spec = json.loads((detector_run / 'spec.json').read_text())
     cfg = TrainConfig.from_dict(spec['train_config'])

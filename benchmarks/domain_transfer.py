@@ -102,7 +102,7 @@ def train_source(source: str, budget: Budget, out: Path, threads: int, workers: 
 def score_cell(train: str, test: str, budget: Budget, out: Path, workers: int) -> dict[str, Any]:
     """Headline metrics of ``train``'s ``last.pt`` on ``test``'s held-out frames (kept in OUT/cells)."""
     from string_perception.evaluation.evaluate import load_model, source_dataset_for
-    from string_perception.evaluation.inference import evaluate_predictions, headline, predict
+    from string_perception.training.inference import evaluate_predictions, headline, predict
     ckpt_path = out / f'train_{train}' / 'last.pt'
     path = out / 'cells' / f'{train}_on_{test}.json'
     key = {'budget': dataclasses.asdict(budget), 'step': trained_step(out / f'train_{train}'), 'decode': DECODE}

@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from string_perception.evaluation.evaluate import load_model, scene_config_for
-from string_perception.evaluation.inference import detections_to_arrays, evaluate_predictions, headline
+from string_perception.training.inference import detections_to_arrays, evaluate_predictions, headline
 from string_perception.runtime.postprocess import decode_detections
 from string_perception.training.data import SceneDataset, collate
 

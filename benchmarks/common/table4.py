@@ -227,11 +227,11 @@ def test_dataset(spec: dict[str, Any]):
 
 
 def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
-    """Headline metrics and the error breakdown (``evaluation/breakdown.py``: centre, scale, orientation, class,
+    """Headline metrics and the error breakdown (``training/breakdown.py``: centre, scale, orientation, class,
     duplicates; at the operating threshold) of the run's best checkpoint (``last.pt`` when no validation ran) on
     the test split."""
     from string_perception.evaluation.evaluate import load_model
-    from string_perception.evaluation.inference import headline
+    from string_perception.training.inference import headline
     from string_perception.training.config import TrainConfig
     from string_perception.training.distributed import resolve_device
     cfg = TrainConfig.from_dict(spec['train_config'])
@@ -248,7 +248,7 @@ def evaluate_run(spec: dict[str, Any]) -> dict[str, Any]:
 def test_summary(model, model_cfg, dataset, cfg, device) -> dict[str, Any]:
     """``evaluate_predictions`` of ``model`` on ``dataset`` (headline metrics and the error breakdown), decoded
     with ``cfg``'s thresholds (the same for every run)."""
-    from string_perception.evaluation.inference import evaluate_predictions, predict
+    from string_perception.training.inference import evaluate_predictions, predict
     res = predict(model, dataset, device=device, batch_size=cfg.batch_size,
                   decode={'score_threshold': cfg.score_threshold, 'nms_iou': cfg.nms_iou,
                           'max_detections': cfg.max_detections})
@@ -262,7 +262,7 @@ def evaluate_reference(path: Path, budget: Budget, settings: Settings) -> dict[s
     (``--scenes``), rendered with its own scene settings (simulated ones primitive-only when it has no ``object``
     class); ``same_scenes`` says whether they equal the runs'."""
     from string_perception.evaluation.evaluate import load_model, source_dataset_for
-    from string_perception.evaluation.inference import headline
+    from string_perception.training.inference import headline
     from string_perception.training.config import TrainConfig
     from string_perception.training.distributed import resolve_device
     cfg = dataclasses.replace(TrainConfig(**settings.train), device=settings.device)
@@ -503,7 +503,7 @@ def _breakdown_value(overall: dict[str, Any], key: str, stat: str | None) -> flo
 
 
 def breakdown_lines(records: Sequence[dict]) -> list[str]:
-    """Markdown: per configuration, the mean over its seeds of the error breakdown (``evaluation/breakdown.py``,
+    """Markdown: per configuration, the mean over its seeds of the error breakdown (``training/breakdown.py``,
     matched pairs at the operating threshold); runs recorded before the breakdown was stored are left out."""
     by_config: dict[str, list[dict]] = {}
     for r in records:
@@ -516,7 +516,7 @@ def breakdown_lines(records: Sequence[dict]) -> list[str]:
 
     lines = ['## Error breakdown (test split, mean over the seeds that recorded it)', '',
              'Matched pairs (class-aware, best symmetry-aware IoU), predictions at the operating threshold '
-             '(`evaluation/breakdown.py`); runs finished before the breakdown was recorded have none.', '',
+             '(`training/breakdown.py`); runs finished before the breakdown was recorded have none.', '',
              '| config | seeds | ' + ' | '.join(c[0] for c in BREAKDOWN_COLUMNS) + ' |',
              '| --- | ---: |' + ' ---: |' * len(BREAKDOWN_COLUMNS)]
     for config in sorted(by_config, key=config_order):
@@ -620,7 +620,7 @@ class StepTimer:
         return time.perf_counter() - t
 
     def eval_frame_seconds(self, dataset) -> float:
-        from string_perception.evaluation.inference import evaluate_predictions, predict
+        from string_perception.training.inference import evaluate_predictions, predict
         cfg = self.cfg
         t = time.perf_counter()
         res = predict(self.model, dataset, batch_size=cfg.batch_size, criterion=self.criterion,

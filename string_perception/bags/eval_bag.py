@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..evaluation import evaluate as E
-from ..evaluation.inference import detections_to_arrays, evaluate_predictions, headline
+from ..training.inference import detections_to_arrays, evaluate_predictions, headline
 from ..node_params import defaults, effective_score_threshold, tracker_config
 from .reader import NODE_SLOP_S, BagError, BagFrameReader
 from .topics import DEFAULT_TOPICS, CameraTopics

@@ -10,12 +10,12 @@ every source uses the same split ranges, so test seeds are disjoint from the tra
 exactly as the ROS node decodes them (``runtime.postprocess.decode_detections``: score threshold, class-wise 3D NMS,
 top-k), then scored with ``metrics.summarize`` (average best 3D IoU over all ground-truth boxes as the paper reports
 it, AP3D at IoU 0.25 and 0.5, per class; strict, and symmetry-aware as ``_sym``) and broken down into error kinds
-by ``evaluation.breakdown`` (centre / scale / orientation errors of matched objects, class accuracy, duplicates,
+by ``training.breakdown`` (centre / scale / orientation errors of matched objects, class accuracy, duplicates,
 precision at the node's score threshold; printed as a table). Writes ``metrics.json``, ``iou_hist.png``,
 ``pr_curve_<25|50>[_sym].png`` and a few annotated frames ``frame_<seed>.png`` (predicted vs true boxes) to
 ``--out``.
 
-The inference-to-metrics pieces live in ``evaluation/inference.py`` (the bag evaluator and the training loop reuse
+The inference-to-metrics pieces live in ``training/inference.py`` (the bag evaluator and the training loop reuse
 them); the checkpoint's scenes are rebuilt with ``training/config.py``.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from string_perception.cli import parse_kv
-from string_perception.evaluation.inference import evaluate_predictions, headline, predict
+from string_perception.training.inference import evaluate_predictions, headline, predict
 
 if TYPE_CHECKING:  # torch only where a checkpoint is run: the bag evaluator reuses the rest without torch
     import torch

@@ -17,7 +17,7 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
 - ``hit_25``: the fraction of objects whose best class-agnostic IoU is >= 0.25;
 - ``ap3d_25``: AP3D@0.25 (class-aware, every class of the model);
 - ``heldout_agnostic``: average best class-agnostic IoU over the held-out mesh objects;
-- the error breakdown of ``evaluation/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
+- the error breakdown of ``training/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
   duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
   object's projected size in pixels and by its visibility.
 
@@ -173,7 +173,7 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
     ``num_frames``, ``num_gt``, ``num_primitive_gt``, ``class_aware``, ``agnostic``, ``hit_25``, ``ap3d_25`` (None
     where nothing is labelled); with ``with_breakdown`` (needs ``frames`` and ``gts[i]['visibility']``) also
     ``breakdown``, ``misses_by_size_px`` and ``misses_by_visibility`` (module docstring)."""
-    from string_perception.evaluation.breakdown import breakdown as error_breakdown
+    from string_perception.training.breakdown import breakdown as error_breakdown
     ious = metrics.frame_ious(preds, gts)
     ious_sym = metrics.frame_ious_sym(preds, gts, list(class_names), ious)
     prim = [np.asarray(g['labels']) < primitive_count for g in gts]
@@ -208,7 +208,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
                 threads: int = 2, resize_mode: str | None = None) -> dict[str, Any]:
     """Run ``model_path`` through ``runtime.Pipeline`` on ``frames``; the scores per rig, per cell and for the
     held-out objects (module docstring)."""
-    from string_perception.evaluation.inference import detections_to_arrays
+    from string_perception.training.inference import detections_to_arrays
     from string_perception.runtime import Pipeline
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT

@@ -2,7 +2,7 @@
 (``string-perception-export ... --fp16 --eval-frames 200``: the fp16 accuracy loss the issue asks for).
 
 Each ONNX file runs through the runtime's `OnnxModel` behind a small adapter with the call signature of the torch
-model, so `evaluation.inference.predict` decodes and scores it exactly as `string-perception-eval-checkpoint` scores the
+model, so `training.inference.predict` decodes and scores it exactly as `string-perception-eval-checkpoint` scores the
 checkpoint (same scene config as training, test seeds from 2e9, the evaluator's default decoding).
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ['OnnxAsModel', 'evaluate_exports']
 
 
 class OnnxAsModel:
-    """`OnnxModel` with the interface `evaluation.inference.predict` uses: config, eval()/train(), __call__."""
+    """`OnnxModel` with the interface `training.inference.predict` uses: config, eval()/train(), __call__."""
 
     def __init__(self, path: str | os.PathLike, config, threads: int = 1):
         self.runner = OnnxModel(path, ('CPUExecutionProvider',), intra_op_threads=threads)

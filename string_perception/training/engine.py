@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from string_perception.evaluation.inference import evaluate_predictions, headline, predict
+from string_perception.training.inference import evaluate_predictions, headline, predict
 from string_perception.matcher import HungarianMatcher
 from string_perception.model import ViTD, ViTDConfig
 from string_perception.training.checkpoint import load_training_checkpoint, save_training_checkpoint, set_rng_state

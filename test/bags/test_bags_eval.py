@@ -11,7 +11,7 @@ from string_perception.bags.eval_bag import evaluate_bag, main as eval_main
 from string_perception.bags.output_bag import write_output_bag
 from string_perception.bags.sample import default_sample_path
 from string_perception.evaluation import evaluate as E
-from string_perception.evaluation.inference import detections_to_arrays, evaluate_predictions, headline
+from string_perception.training.inference import detections_to_arrays, evaluate_predictions, headline
 from string_perception.runtime import Pipeline
 from string_perception.scenes import CLASS_NAMES
 

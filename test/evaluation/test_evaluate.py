@@ -6,7 +6,7 @@ import pytest
 
 from string_perception import box_ops
 from string_perception.evaluation.evaluate import main as evaluate_main
-from string_perception.evaluation.inference import (decode_outputs, evaluate_predictions, filter_predictions,
+from string_perception.training.inference import (decode_outputs, evaluate_predictions, filter_predictions,
                                                     headline)
 pytest.importorskip('torch')  # optional: requirements/train.txt
 from string_perception.training.train import main as train_main  # noqa: E402

@@ -23,7 +23,7 @@ RUNS = [('aloha', 'top'), ('kuka', 'front')]
 
 def _offline_ious(frames_npz, model, labels):
     """Per saved frame: (cell, rig, index) -> best class-aware / agnostic IoU of the offline Pipeline's boxes."""
-    from string_perception.evaluation.inference import detections_to_arrays
+    from string_perception.training.inference import detections_to_arrays
     from string_perception.evaluation.workcell import WorkcellEvalConfig
     from string_perception.runtime import Pipeline
     from string_perception.sim_ros.demo_scores import frame_ious

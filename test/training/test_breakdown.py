@@ -1,4 +1,4 @@
-"""evaluation.breakdown: nuScenes-style error breakdown on hand-made frames where every number is worked out."""
+"""training.breakdown: nuScenes-style error breakdown on hand-made frames where every number is worked out."""
 import json
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from string_perception.box_ops import encode_box_params
-from string_perception.evaluation.breakdown import aligned_scale_iou, breakdown
+from string_perception.training.breakdown import aligned_scale_iou, breakdown
 
 NAMES = ['box', 'cylinder', 'sphere', 'cone', 'capsule']
 

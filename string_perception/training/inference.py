@@ -6,7 +6,7 @@ use these. :func:`decode_outputs` decodes one image's ``boxes`` / ``logits`` exa
 (``runtime.postprocess.decode_detections``: score threshold, class-wise 3D NMS, top-k); :func:`predict` runs a
 model over a ``SceneDataset``; :func:`evaluate_predictions` scores per-frame predictions with ``metrics.summarize``
 (average best 3D IoU, AP3D at IoU 0.25 / 0.5, per class, strict and symmetry-aware ``_sym``) and
-``evaluation.breakdown``; :func:`headline` keeps the scalar numbers that are tracked. torch is imported only where a
+``training.breakdown``; :func:`headline` keeps the scalar numbers that are tracked. torch is imported only where a
 model runs (the bag evaluator scores ONNX outputs without it).
 """
 from __future__ import annotations
@@ -128,7 +128,7 @@ def evaluate_predictions(preds: Sequence[dict], gts: Sequence[dict], class_names
     ``breakdown``, the error breakdown of :mod:`.breakdown` (at ``operating_threshold``) under ``'breakdown'``.
     """
     from string_perception import metrics
-    from string_perception.evaluation.breakdown import breakdown as error_breakdown
+    from string_perception.training.breakdown import breakdown as error_breakdown
     preds, gts, names = list(preds), list(gts), list(class_names)
     ious = metrics.frame_ious(preds, gts)
     ious_sym = metrics.frame_ious_sym(preds, gts, names, ious)       # the costly part: computed once, shared
