@@ -42,7 +42,8 @@ def evaluate_exports(model, checkpoint: dict, paths: dict[str, str | os.PathLike
                      batch_size: int = 8) -> dict[str, dict[str, Any]]:
     """Headline metrics (avg best 3D IoU, AP3D@0.25/0.5, and at the operating threshold) of the PyTorch `model`
     (key 'pytorch') and of each exported file in `paths` (name -> path) on test frames [2e9, 2e9 + num_frames)."""
-    from string_perception.evaluation import evaluate, inference
+    from string_perception.evaluation import evaluate
+    from string_perception.training import inference
     from string_perception.training.data import SceneDataset
     defaults = evaluate.build_parser().parse_args(['unused.pt'])
     decode = {'score_threshold': defaults.score_threshold, 'nms_iou': defaults.nms_iou,
