@@ -45,7 +45,8 @@ import numpy as np
 from string_perception import metrics
 from string_perception.cli import parse_kv
 
-__all__ = ['WorkcellEvalConfig', 'TestFrame', 'frame_sim_config', 'render_test_frames', 'score_model', 'group_scores', 'format_table',
+__all__ = ['WorkcellEvalConfig', 'TestFrame', 'frame_sim_config', 'render_test_frames', 'score_model', 'group_scores',
+           'format_table',
            'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'

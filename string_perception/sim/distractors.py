@@ -204,7 +204,8 @@ def add_distractors(spec: mujoco.MjSpec, distractors) -> None:
             half_z = 0.5 * (d.centre[2] - low)
             spec.worldbody.add_geom(name=f'{name}/0', type=mujoco.mjtGeom.mjGEOM_BOX,
                                     size=[d.half[0], d.half[1], half_z],
-                                    pos=[d.centre[0], d.centre[1], low + half_z], quat=[math.cos(0.5 * d.yaw), 0.0, 0.0, math.sin(0.5 * d.yaw)],
+                                    pos=[d.centre[0], d.centre[1], low + half_z],
+                                    quat=[math.cos(0.5 * d.yaw), 0.0, 0.0, math.sin(0.5 * d.yaw)],
                                     rgba=list(d.rgba))
         else:
             for k in range(len(d.path) - 1):

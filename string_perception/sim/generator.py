@@ -1,4 +1,5 @@
-"""generate_sim_frame(seed, config): cell -> objects -> arms -> drop and settle -> camera -> render -> labels.
+"""generate_sim_frame(seed, config): cell -> objects (+ unlabelled clutter) -> arms -> drop and settle -> camera ->
+render -> labels.
 
 A frame is a pure function of (seed, config) on one machine (MuJoCo's physics and OSMesa are deterministic); the
 labels follow the procedural generator's contract (scenes/frame.py) with SIM_CLASS_NAMES as the class list.

@@ -19,7 +19,6 @@ from string_perception.sim import SimConfig, generate_sim_frame, render_sim_scen
 from string_perception.sim.camera import sample_camera  # noqa: E402
 from string_perception.sim.distractors import DISTRACTOR_PREFIX  # noqa: E402
 from string_perception.sim.generator import build_scene, label_view, pick_rig  # noqa: E402
-from string_perception.training.sim_frames import sim_fingerprint, sim_source_hash  # noqa: E402
 
 CELLS = ('aloha', 'kuka')
 CLUTTER = (3, 6)
@@ -171,6 +170,8 @@ def test_deterministic_with_distractors():
 
 
 def test_training_cache_key_is_unchanged_by_default_and_differs_with_distractors():
+    pytest.importorskip('torch')                                    # training/ (the cache) needs it
+    from string_perception.training.sim_frames import sim_fingerprint, sim_source_hash
     seeds = list(range(100, 110))
     for cfg in (SimConfig(), SimConfig(cell='kuka', height=120, width=160, appearance_randomization=1.0)):
         before = cfg.to_dict()
