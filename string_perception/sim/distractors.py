@@ -7,7 +7,7 @@ them to a cell's MjSpec before it is compiled:
 - ``sheet``: a thin box, 1-4 mm tall above what it lies on, sides 3-25 cm, random yaw and colour (paper, cardboard,
   cloth, tape: the cells have no texture mechanism, so a random flat colour; a texture would also have to be
   uploaded to the shared render context of ``render.SceneRenderer``, which is reused while the mesh count matches);
-- ``cable``: a chain of 1-12 capsules (``fromto`` from vertex to vertex of a smoothly bending polyline, so the
+- ``cable``: a chain of 3-11 capsules (``fromto`` from vertex to vertex of a smoothly bending polyline, so the
   segments join), radius 2-6 mm, 10-40 cm long, lying on the surface; half of them dark (black cables), the rest
   any colour.
 
@@ -186,9 +186,10 @@ def sample_distractors(rng: np.random.Generator, count_range, regions) -> list[D
                 extent = 0.5 * (pts.max(0) - pts.min(0)) + r                             # [2]
                 scale = _fit(region, extent)
                 xy = _centre(region, scale * extent, u) + scale * pts                    # [K+1,2]
-                z = np.array([hmap.top(np.linalg.norm(hmap.xy - p, axis=1) <= r) + r for p in xy])   # [K+1]
+                reach = max(r, _GRID_M)                          # at least one grid cell under a thin cable
+                z = np.array([hmap.top(np.linalg.norm(hmap.xy - p, axis=1) <= reach) + r for p in xy])  # [K+1]
                 for a in range(len(xy) - 1):
-                    hmap.raise_to(_segment_distance(hmap.xy, xy[a], xy[a + 1]) <= r, max(z[a], z[a + 1]) + r)
+                    hmap.raise_to(_segment_distance(hmap.xy, xy[a], xy[a + 1]) <= reach, max(z[a], z[a + 1]) + r)
                 out.append(Distractor('cable', d['rgba'], path=tuple((float(p[0]), float(p[1]), float(q))
                                                                     for p, q in zip(xy, z)), radius=float(r)))
     return out
