@@ -22,7 +22,10 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
   object's projected size in pixels and by its visibility.
 
 Frames are rendered once (spawned workers; a GL context does not survive fork) and kept in ``--cache`` so that
-several models are scored on the very same frames.
+several models are scored on the very same frames. ``--sim KEY=VALUE`` (repeatable, JSON values) sets further
+``SimConfig`` fields of every test frame, e.g. ``--sim 'distractors=[2,6]'`` renders the same seeds with 2-6
+unlabelled clutter items (sim/distractors.py) to measure what clutter costs; without it the frames (and the cache
+key of ``--cache``) are the cells as modelled.
 """
 from __future__ import annotations
 
@@ -33,21 +36,25 @@ import math
 import multiprocessing as mp
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from string_perception import metrics
+from string_perception.cli import parse_kv
 
-__all__ = ['WorkcellEvalConfig', 'TestFrame', 'render_test_frames', 'score_model', 'group_scores', 'format_table',
+__all__ = ['WorkcellEvalConfig', 'TestFrame', 'frame_sim_config', 'render_test_frames', 'score_model', 'group_scores',
+           'format_table',
            'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'
 SIZE_BINS_PX = (0, 16, 32, 64, 128, 1e9)        # sqrt of the projected box's image area, pixels
 VISIBILITY_BINS = (0.0, 0.25, 0.5, 0.75, 1.01)
 LABEL_MIN_VISIBLE_PX_640x480 = 1024     # label rule A of docs/results/workcell.md: what a 160x120 input sees (>= 64)
+# SimConfig fields the evaluator sets itself per frame (a --sim override of them is refused)
+OWN_SIM_FIELDS = ('cell', 'height', 'width', 'cameras', 'object_split', 'mesh_object_fraction', 'min_visible_pixels')
 
 
 def label_min_visible_pixels(height: int, width: int) -> int:
@@ -84,6 +91,21 @@ class WorkcellEvalConfig:
     resize_mode: str = 'pad'
     min_gt_side_px: float = 0.0             # score only objects whose projected box is at least this many camera
                                             # pixels across (sqrt of its 2D box area); 0 = every labelled object
+    sim_overrides: dict = field(default_factory=dict)   # further SimConfig fields of every frame (--sim), e.g.
+                                                        # {'distractors': [2, 6]}; none of OWN_SIM_FIELDS
+
+    def __post_init__(self):
+        own = sorted(set(self.sim_overrides) & set(OWN_SIM_FIELDS))
+        if own:
+            raise ValueError(f'--sim may not set {own}: the evaluator sets {OWN_SIM_FIELDS} itself')
+
+    def frames_key(self) -> str:
+        """Cache key of the rendered frames: every field that changes a frame (not ``min_gt_side_px``, a scoring
+        option); ``sim_overrides`` only when given, so the key of the cells as modelled is what it was before it."""
+        d = {k: v for k, v in asdict(self).items() if k != 'min_gt_side_px'}
+        if not d['sim_overrides']:
+            del d['sim_overrides']
+        return json.dumps(d, sort_keys=True)
 
 
 @dataclass
@@ -111,18 +133,24 @@ def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
     return jobs
 
 
+def frame_sim_config(cfg: WorkcellEvalConfig, cell: str, rig: str):
+    """The ``SimConfig`` of ``cell``'s test frames of camera ``rig`` (or ``HELDOUT``: every rig, held-out meshes)."""
+    from string_perception.sim import SimConfig
+    if rig == HELDOUT:
+        return SimConfig(cell=cell, height=cfg.height, width=cfg.width, object_split='heldout',
+                         mesh_object_fraction=cfg.heldout_mesh_fraction, min_visible_pixels=cfg.min_visible_pixels,
+                         **cfg.sim_overrides)
+    return SimConfig(cell=cell, height=cfg.height, width=cfg.width, cameras=(rig,), object_split='train',
+                     mesh_object_fraction=cfg.mesh_object_fraction, min_visible_pixels=cfg.min_visible_pixels,
+                     **cfg.sim_overrides)
+
+
 def _render(job) -> TestFrame:
     cell, rig, seed, cfg = job
     os.environ.setdefault('MUJOCO_GL', 'osmesa')
     from string_perception import box_ops
-    from string_perception.sim import SimConfig, generate_sim_frame
-    if rig == HELDOUT:
-        sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, object_split='heldout',
-                        mesh_object_fraction=cfg.heldout_mesh_fraction, min_visible_pixels=cfg.min_visible_pixels)
-    else:
-        sim = SimConfig(cell=cell, height=cfg.height, width=cfg.width, cameras=(rig,), object_split='train',
-                        mesh_object_fraction=cfg.mesh_object_fraction, min_visible_pixels=cfg.min_visible_pixels)
-    f = generate_sim_frame(int(seed), sim)
+    from string_perception.sim import generate_sim_frame
+    f = generate_sim_frame(int(seed), frame_sim_config(cfg, cell, rig))
     params = box_ops.encode_box_params(np.asarray(f.translations, float).reshape(-1, 3),
                                        np.asarray(f.rotations, float).reshape(-1, 3, 3),
                                        np.asarray(f.sizes, float).reshape(-1, 3)).reshape(-1, 12)   # [M,12]
@@ -133,7 +161,7 @@ def _render(job) -> TestFrame:
 def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str | Path | None = None,
                        progress: bool = True) -> list[TestFrame]:
     """Every test frame of ``cfg`` (from ``cache`` when it holds this config's frames, else rendered and saved)."""
-    key = json.dumps({k: v for k, v in asdict(cfg).items() if k != 'min_gt_side_px'}, sort_keys=True)  # scoring only
+    key = cfg.frames_key()
     if cache is not None and Path(cache).is_file():
         with np.load(cache, allow_pickle=False) as z:
             if str(z['key']) == key:
@@ -224,6 +252,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
         gts.append({'params': f.params[big], 'labels': f.labels[big], 'visibility': f.visibility[big]})
     out: dict[str, Any] = {'model': str(model_path), 'labels': names, 'input_hw': list(pipe.input_hw),
                            'resize_mode': resize_mode or cfg.resize_mode, 'min_gt_side_px': cfg.min_gt_side_px,
+                           'sim_overrides': dict(cfg.sim_overrides),
                            'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
@@ -280,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--operating-threshold', type=float, default=d.operating_threshold)
     p.add_argument('--min-gt-side-px', type=float, default=d.min_gt_side_px,
                    help='score only objects at least this many camera pixels across (0: all labelled objects)')
+    p.add_argument('--sim', type=parse_kv, action='append', default=[], metavar='KEY=VALUE',
+                   help="further SimConfig field of every test frame (JSON value), e.g. --sim 'distractors=[2,6]'; "
+                        f"not one of {', '.join(OWN_SIM_FIELDS)}")
     p.add_argument('--processes', type=int, default=2)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--cache', default='', help='keep the rendered frames in this .npz (reused when it matches)')
@@ -291,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
                              heldout_frames=args.heldout_frames, operating_threshold=args.operating_threshold,
-                             min_visible_pixels=args.min_visible_pixels)
+                             min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim))
     t0 = time.perf_counter()
     frames = render_test_frames(cfg, args.processes, args.cache or None)
     cfg = dataclasses.replace(cfg, min_gt_side_px=args.min_gt_side_px)     # scoring only: same frames

@@ -13,8 +13,9 @@
 
 ``strength`` in [0, 1] scales how far each draw may move from the cell's own appearance (0: unchanged; the draws
 are still made so that a frame's other random choices do not depend on it). Objects keep their own random colours
-(``objects.sample_objects``). MuJoCo reads colours and lights from the model at every ``mjv_updateScene``, so the
-shared render context of the process (``render.SceneRenderer``) needs no update.
+(``objects.sample_objects``), and so do distractors (``own_colour_geom``, sim/distractors.py). MuJoCo reads
+colours and lights from the model at every ``mjv_updateScene``, so the shared render context of the process
+(``render.SceneRenderer``) needs no update.
 """
 from __future__ import annotations
 
@@ -36,14 +37,17 @@ def _blend(old: np.ndarray, new: np.ndarray, strength: float) -> np.ndarray:
 
 
 def randomize_appearance(model: mujoco.MjModel, arm_geom: np.ndarray, obj_geom: np.ndarray,
-                         rng: np.random.Generator, strength: float = 1.0) -> None:
+                         rng: np.random.Generator, strength: float = 1.0, own_colour_geom=()) -> None:
     """Randomise surfaces, arm colours and lights of ``model`` in place (see the module docstring).
 
-    arm_geom: bool [ngeom], True for robot-link geoms; obj_geom: int [O] geom ids of the dropped objects."""
+    arm_geom: bool [ngeom], True for robot-link geoms; obj_geom: int [O] geom ids of the dropped objects;
+    own_colour_geom: int [G] further geoms left alone, no draw made for them (the distractors of
+    sim/distractors.py bring their own random colours, so ``rng`` makes the same draws with or without them)."""
     if not 0.0 <= strength <= 1.0:
         raise ValueError(f'strength must lie in [0, 1], got {strength}')
     is_obj = np.zeros(model.ngeom, bool)
     is_obj[np.asarray(obj_geom, int)] = True
+    is_obj[np.asarray(own_colour_geom, int)] = True
     static = ~is_obj & ~np.asarray(arm_geom, bool)
     seen_mat: set[int] = set()
     for g in np.flatnonzero(static):                                          # surfaces: one colour each

@@ -45,6 +45,16 @@ class Effector:
     max_grip_m: float = 0.0         # widest object the fingers take (0: suction, any width)
 
 
+@dataclass(frozen=True)
+class ClutterRegion:
+    """A flat rectangle of the cell where unlabelled clutter may lie (sim/distractors.py): axis-aligned, centred at
+    `center` (x, y) with `half` extents, surface at height `z`; regions are drawn in proportion to `weight`."""
+    center: tuple
+    half: tuple
+    z: float
+    weight: float = 1.0
+
+
 @dataclass
 class Cell:
     name: str
@@ -58,6 +68,7 @@ class Cell:
     support_z: float                # height of the support surface under the drop region
     rigs: tuple                     # CameraRig
     effectors: tuple = ()           # Effector per arm
+    clutter: tuple = ()             # ClutterRegion: where distractors lie (away from the arms' bases)
 
 
 def _floor(spec: mujoco.MjSpec, z: float, rgba) -> None:
@@ -97,8 +108,10 @@ def aloha_cell() -> Cell:
                                f'vx300s_{s}', 0.6, ((f'vx300s_{s}/left_finger', 1.0),
                                                     (f'vx300s_{s}/right_finger', -1.0)), 0.057, 0.0224, 0.06)
                       for s in sides)
+    # the table top (x +-0.61, y 0.22-0.98) between the arm bases at x = +-0.469
+    clutter = (ClutterRegion((0.0, 0.6), (0.36, 0.35), 0.0),)
     return Cell('aloha', spec, ('vx300s_left', 'vx300s_right'), joints, home, spread,
-                np.array([0.0, 0.6]), np.array([0.3, 0.25]), 0.0, rigs, effectors)
+                np.array([0.0, 0.6]), np.array([0.3, 0.25]), 0.0, rigs, effectors, clutter)
 
 
 _TABLE_TOP = 0.625   # table.urdf: 0.05 m thick top centred at 0.6 m
@@ -157,8 +170,15 @@ def kuka_cell() -> Cell:
     # "suction" (attached at the flange)
     effectors = (Effector('iiwa', 'iiwa/lbr_iiwa_link_7', (0.0, 0.0, 0.045), (0.0, 0.0, 1.0), (0.0, 1.0, 0.0),
                           joints, 'iiwa/lbr_iiwa_link_0', 0.85),)
+    # the tray floor inside the walls' feet (+-0.2 m), the table beside the tray (its walls reach +-0.3 m) and in
+    # front of it, clear of the iiwa's base (x = -0.55)
+    tx, ty = _TRAY_XY
+    clutter = (ClutterRegion((tx, ty), (0.19, 0.19), _TABLE_TOP + 0.015, 0.55),
+               ClutterRegion((0.17, 0.40), (0.55, 0.08), _TABLE_TOP, 0.15),
+               ClutterRegion((0.17, -0.40), (0.55, 0.08), _TABLE_TOP, 0.15),
+               ClutterRegion((0.60, 0.0), (0.13, 0.31), _TABLE_TOP, 0.15))
     return Cell('kuka', spec, ('iiwa/lbr_iiwa_link_0',), joints, home, spread, np.array(_TRAY_XY),
-                np.array([0.2, 0.2]), _TABLE_TOP + 0.015, rigs, effectors)
+                np.array([0.2, 0.2]), _TABLE_TOP + 0.015, rigs, effectors, clutter)
 
 
 CELLS = {'aloha': aloha_cell, 'kuka': kuka_cell}

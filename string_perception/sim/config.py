@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from string_perception.scenes import SceneConfig
 
 CELL_NAMES = ('aloha', 'kuka')
+MAX_DISTRACTORS_PER_SCENE = 16
+# fields added after simulated frames were first cached -> their value that leaves every frame unchanged
+FIELDS_OFF = {'distractors': (0, 0)}
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,9 @@ class SimConfig:
     appearance_randomization: float = 0.0
     # probability that an object is dark or shiny for the depth sensor: it loses 30-100 % of its depth pixels
     object_depth_dropout: float = 0.0
+    # unlabelled clutter per scene, (min, max) items: sheets / cloth / tape patches and cables lying on the table or
+    # tray floor (sim/distractors.py), drawn from their own random stream; (0, 0) = none, frames as without it
+    distractors: tuple[int, int] = (0, 0)
     # depth sensor model: the noise fields of this SceneConfig (scenes/sensor_model.py) are applied to depth
     sensor: SceneConfig = field(default_factory=SceneConfig)
 
@@ -62,6 +68,11 @@ class SimConfig:
             raise ValueError('appearance_randomization and object_depth_dropout must lie in [0, 1]')
         if self.size_scale <= 0 or self.settle_max_time_s <= 0 or self.settle_speed_m_s <= 0:
             raise ValueError('size_scale, settle_max_time_s and settle_speed_m_s must be positive')
+        if (len(self.distractors) != 2 or any(isinstance(v, bool) or int(v) != v for v in self.distractors)
+                or not 0 <= self.distractors[0] <= self.distractors[1] <= MAX_DISTRACTORS_PER_SCENE):
+            raise ValueError(f'distractors must be (min, max) integers with 0 <= min <= max <= '
+                             f'{MAX_DISTRACTORS_PER_SCENE}, got {self.distractors!r}')
+        object.__setattr__(self, 'distractors', tuple(int(v) for v in self.distractors))
         object.__setattr__(self, 'cameras', tuple(self.cameras))
         object.__setattr__(self, 'hfov_deg_range', tuple(self.hfov_deg_range))
 
@@ -70,6 +81,11 @@ class SimConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def key_dict(self) -> dict:
+        """``to_dict`` for cache keys: a field added after frames were first cached is left out while it has the
+        value that renders frames exactly as before it existed (``FIELDS_OFF``), so such keys stay valid."""
+        return {k: v for k, v in self.to_dict().items() if not (k in FIELDS_OFF and FIELDS_OFF[k] == v)}
 
     @classmethod
     def noise_free(cls, **changes) -> 'SimConfig':

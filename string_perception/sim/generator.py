@@ -1,4 +1,5 @@
-"""generate_sim_frame(seed, config): cell -> objects -> arms -> drop and settle -> camera -> render -> labels.
+"""generate_sim_frame(seed, config): cell -> objects (+ unlabelled clutter) -> arms -> drop and settle -> camera ->
+render -> labels.
 
 A frame is a pure function of (seed, config) on one machine (MuJoCo's physics and OSMesa are deterministic); the
 labels follow the procedural generator's contract (scenes/frame.py) with SIM_CLASS_NAMES as the class list.
@@ -6,7 +7,7 @@ labels follow the procedural generator's contract (scenes/frame.py) with SIM_CLA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import mujoco
@@ -20,6 +21,7 @@ from .camera import CameraDraw, sample_camera, set_model_camera
 from .cells import Cell, build_cell
 from .classes import SIM_CLASS_NAMES
 from .config import SimConfig
+from .distractors import DISTRACTOR_STREAM, add_distractors, sample_distractors
 from .mesh_library import library_problems, mesh_indices
 from .objects import MAX_OBJECTS, add_object, add_object_meshes, body_boxes, sample_objects
 from .physics import Indexing, index_model, park_objects, place_objects, sample_arms, settle
@@ -57,9 +59,10 @@ class SimTruth:
     box_R_w: np.ndarray           # [O,3,3]
     box_size: np.ndarray          # [O,3]
     settle_time_s: float
+    distractors: list = field(default_factory=list)   # distractors.Distractor: unlabelled clutter
 
 
-def _compile(cell: Cell, objects, cfg: SimConfig, canvas_hw) -> mujoco.MjModel:
+def _compile(cell: Cell, objects, cfg: SimConfig, canvas_hw, distractors=()) -> mujoco.MjModel:
     spec = cell.spec
     spec.compiler.inertiagrouprange = [0, 5]
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
@@ -69,6 +72,7 @@ def _compile(cell: Cell, objects, cfg: SimConfig, canvas_hw) -> mujoco.MjModel:
     add_object_meshes(spec, objects)
     for i, obj in enumerate(objects):
         add_object(spec, i, obj)
+    add_distractors(spec, distractors)
     spec.worldbody.add_camera(name=_CAMERA)
     spec.visual.global_.offheight, spec.visual.global_.offwidth = int(canvas_hw[0]), int(canvas_hw[1])
     spec.visual.quality.offsamples = 0
@@ -154,11 +158,14 @@ class SceneState:
     pad: int                      # render padding for the principal point (camera.CameraDraw.pad)
     margin: int                   # 'alone' canvas margin, full-resolution pixels
     scale: float                  # 'alone' canvas resolution factor
+    distractors: list = field(default_factory=list)   # distractors.Distractor: unlabelled clutter (static geoms)
 
 
 def build_scene(seed: int, cfg: SimConfig) -> tuple[SceneState, np.random.Generator]:
-    """The cell with 1-12 objects dropped and settled around random collision-free arms; returns the state and
-    the random stream to continue with (camera, noise)."""
+    """The cell with 1-12 objects dropped and settled around random collision-free arms (on and among
+    ``cfg.distractors`` clutter items, drawn from their own stream ``[seed, DISTRACTOR_STREAM, attempt]`` so that
+    the scene's stream makes the same draws with or without them); returns the state and the random stream to
+    continue with (camera, noise)."""
     pad = int(math.ceil(cfg.principal_point_jitter * max(cfg.height, cfg.width)))
     margin = max(cfg.height, cfg.width) // 2
     scale = min(1.0, _ALONE_MAX_SIDE / max(cfg.height, cfg.width))
@@ -171,17 +178,21 @@ def build_scene(seed: int, cfg: SimConfig) -> tuple[SceneState, np.random.Genera
         split = None if cfg.object_split == 'all' else mesh_indices(cfg.object_split)
         objects = sample_objects(rng, n, cfg.mesh_object_fraction, cfg.size_scale, split,
                                  frozenset(library_problems()))
-        model = _compile(cell, objects, cfg, canvas)
+        distractors = sample_distractors(np.random.default_rng([seed, DISTRACTOR_STREAM, attempt]),
+                                         cfg.distractors, cell.clutter)
+        model = _compile(cell, objects, cfg, canvas, distractors)
         data = mujoco.MjData(model)
         idx = index_model(model, cell.arm_roots, cell.arm_joints, n)
         if cfg.appearance_randomization > 0:
-            randomize_appearance(model, idx.arm_geom, idx.obj_geom, rng, cfg.appearance_randomization)
+            randomize_appearance(model, idx.arm_geom, idx.obj_geom, rng, cfg.appearance_randomization,
+                                 idx.distractor_geom)
         park_objects(model, data, idx)
         q_arm = sample_arms(rng, model, data, idx, cell.arm_home, cell.arm_spread)
         place_objects(rng, model, data, idx, cell.drop_center, cell.drop_half, cell.support_z)
         settle_time = settle(model, data, idx, q_arm, cfg.settle_max_time_s, cfg.settle_speed_m_s)
         if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number == 0:
-            return SceneState(cell, objects, model, data, idx, q_arm, settle_time, pad, margin, scale), rng
+            return SceneState(cell, objects, model, data, idx, q_arm, settle_time, pad, margin, scale,
+                              distractors), rng
     raise RuntimeError(f'seed {seed}: the drop was unstable in {_PHYSICS_ATTEMPTS} attempts')
 
 
@@ -261,7 +272,7 @@ def render_sim_scene(seed: int, config: SimConfig | None = None) -> SimTruth:
     frame, z, seg, visible, total, label_index, t_w, R_w, size = label_view(state, cam, cfg, rng)
     frame.seed = int(seed)
     return SimTruth(frame, z, seg, state.model, state.data, state.index, state.cell, state.objects, cam, visible,
-                    total, label_index, t_w, R_w, size, state.settle_time_s)
+                    total, label_index, t_w, R_w, size, state.settle_time_s, state.distractors)
 
 
 def generate_sim_frame(seed: int, config: SimConfig | None = None) -> SimFrame:

@@ -5,12 +5,14 @@ objects land on them as on any fixed obstacle and the arms stay where they were 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import mujoco
 import numpy as np
 
 from string_perception.scenes.geometry import uniform_rotation
+
+from .distractors import distractor_geom_ids
 
 
 @dataclass
@@ -24,6 +26,7 @@ class Indexing:
     obj_qpos: np.ndarray        # int [O] first qpos address of object i's free joint
     obj_dof: np.ndarray         # int [O] first dof address
     geom_obj: np.ndarray        # int [ngeom] object index of a geom, -1 for robot / static geoms
+    distractor_geom: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # int [G] clutter geoms
 
 
 def index_model(model: mujoco.MjModel, arm_roots, arm_joints, num_objects: int) -> Indexing:
@@ -39,7 +42,8 @@ def index_model(model: mujoco.MjModel, arm_roots, arm_joints, num_objects: int) 
     return Indexing(arm_qpos=model.jnt_qposadr[jids], arm_dof=model.jnt_dofadr[jids],
                     arm_range=model.jnt_range[jids].copy(), arm_geom=arm_body[model.geom_bodyid],
                     obj_geom=obj_geom, obj_qpos=model.jnt_qposadr[obj_jnt].reshape(-1),
-                    obj_dof=model.jnt_dofadr[obj_jnt].reshape(-1), geom_obj=geom_obj)
+                    obj_dof=model.jnt_dofadr[obj_jnt].reshape(-1), geom_obj=geom_obj,
+                    distractor_geom=distractor_geom_ids(model))
 
 
 def _penetrating(data: mujoco.MjData, geoms: np.ndarray, tol: float = 0.0) -> bool:

@@ -47,9 +47,10 @@ def sim_source_hash() -> str:
 
 
 def sim_fingerprint(config: SimConfig, seeds: Sequence[int]) -> str:
-    """FrameCache.save / load fingerprint of the simulated frames of `seeds`."""
+    """FrameCache.save / load fingerprint of the simulated frames of `seeds` (``SimConfig.key_dict``: a field added
+    later, e.g. ``distractors``, counts only when it is on, so the keys of caches made before it stay the same)."""
     seeds = list(seeds)
-    return json.dumps({'sim_config': config.to_dict(), 'seeds': [seeds[0], seeds[-1], len(seeds)] if seeds else [],
+    return json.dumps({'sim_config': config.key_dict(), 'seeds': [seeds[0], seeds[-1], len(seeds)] if seeds else [],
                        'simulator': sim_source_hash(), 'format': 1}, sort_keys=True, default=str)
 
 
