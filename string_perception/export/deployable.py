@@ -188,9 +188,8 @@ class DeployableViTD(nn.Module):
             tables = [RotationTables(c, s) for c, s in zip(theta.cos().split(self.rotation_widths, dim=-1),
                                                             theta.sin().split(self.rotation_widths, dim=-1))]
         it = iter(tables)
-        for blk in self.model.encoder.blocks:
-            x = blk(x, next(it) if blk.attn.rotates else coords)          # Block hands `coords` to its attention
-        return self.model.encoder.norm(x)
+        per_block = [next(it) if blk.attn.rotates else coords for blk in self.model.encoder.blocks]
+        return self.model.encoder(x, per_block)                           # node names /encoder/blocks.i/... as before
 
     def forward(self, image: Tensor, depth: Tensor, intrinsics: Tensor) -> tuple[Tensor, ...]:
         t = self.model.tokenize(image, depth, intrinsics)                 # float32: x[B,N,D], coords, prior
