@@ -14,7 +14,12 @@ Variants (all from the same fp32 file, built into a temporary directory):
   attention is custom: its Attention fusion count shows whether it applies);
 * ``int8``: ``export.optimize.quantize_int8`` (encoder qkv/proj/fc1/fc2, per-channel weights, calibrated on
   training-split frames, fp32 MatMul outputs -> MatMulIntegerToFloat); ``int8_mlp``: only fc1/fc2 quantised;
-  ``int8_qout``: the outputs quantised to uint8 too (QLinearMatMul).
+  ``int8_qout``: the outputs quantised to uint8 too (QLinearMatMul);
+* ``fp32_lean``: the checkpoint exported again by this checkout's exporter (``export.pipeline.export_checkpoint``,
+  the graph without batch-shape arithmetic and with one angle MatMul / Cos / Sin for all layers), to compare with a
+  ``--onnx`` file exported by an older exporter; ``int8_lean``: ``quantize_int8`` of that file.
+
+``--variants`` picks a subset (``fp32`` is always run: it is the reference).
 
 Latency: plain ``onnxruntime.InferenceSession`` per variant and thread count (--threads, default 1 and 2), one
 generated test-split frame per round, rounds interleaved round-robin with a rotating start so load from other
@@ -43,6 +48,7 @@ from onnxruntime.transformers.fusion_options import FusionOptions
 
 from string_perception.export.accuracy import evaluate_exports
 from string_perception.export.optimize import calibration_feeds, quantize_int8
+from string_perception.export.pipeline import export_checkpoint
 from string_perception.model import load_checkpoint
 from string_perception.runtime.model_metadata import ModelMetadata
 from string_perception.runtime.model_variant import INT8_KERNEL_FLAGS, cpu_flags, int8_kernels
@@ -55,6 +61,13 @@ LEVELS = {'basic': ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
           'off': ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
 
 
+# variant -> (file it runs, ORT graph optimisation level)
+VARIANTS = {'fp32': ('fp32', 'all'), 'fp32_basic': ('fp32', 'basic'), 'fp32_extended': ('fp32', 'extended'),
+            'fp32_offline': ('fp32_offline', 'off'), 'fp32_fused': ('fp32_fused', 'all'),
+            'int8': ('int8', 'all'), 'int8_mlp': ('int8_mlp', 'all'), 'int8_qout': ('int8_qout', 'all'),
+            'fp32_lean': ('fp32_lean', 'all'), 'int8_lean': ('int8_lean', 'all')}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--onnx', default='models/vitd_tiny_cayley.onnx')
@@ -65,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--calibration-frames', type=int, default=64)
     p.add_argument('--eval-frames', type=int, default=100, help='test-split frames scored per variant (0: skip)')
     p.add_argument('--save-int8', default=None, help='also copy the int8 file here')
+    p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=list(VARIANTS),
+                   help='variants to build and measure (fp32 always)')
     return p
 
 
@@ -134,24 +149,38 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp)
         t0 = time.perf_counter()
         feeds, calib = calibration_feeds(ckpt, args.calibration_frames)
-        files = {'fp32': src, 'fp32_offline': offline_file(src, tmp / 'offline.onnx')}
-        files['fp32_fused'], stats = fused_file(src, tmp / 'fused.onnx', config.num_heads, config.width)
-        print(f'transformers optimizer fusions: {stats}')
-        files['int8'] = tmp / 'int8.onnx'
-        quantize_int8(src, files['int8'], feeds, calib)
-        files['int8_mlp'] = tmp / 'int8_mlp.onnx'
-        quantize_int8(src, files['int8_mlp'], feeds, calib, layers=('/mlp/fc1/', '/mlp/fc2/'))
-        files['int8_qout'] = tmp / 'int8_qout.onnx'
-        quantize_int8(src, files['int8_qout'], feeds, calib, fp32_outputs=False)
-        if args.save_int8:
+        variants = {name: VARIANTS[name] for name in ['fp32'] + [v for v in args.variants if v != 'fp32']}
+        wanted = {f for f, _ in variants.values()}
+        files = {'fp32': src}
+        if 'fp32_offline' in wanted:
+            files['fp32_offline'] = offline_file(src, tmp / 'offline.onnx')
+        if 'fp32_fused' in wanted:
+            files['fp32_fused'], stats = fused_file(src, tmp / 'fused.onnx', config.num_heads, config.width)
+            print(f'transformers optimizer fusions: {stats}')
+        if 'int8' in wanted:
+            files['int8'] = tmp / 'int8.onnx'
+            quantize_int8(src, files['int8'], feeds, calib)
+        if 'int8_mlp' in wanted:
+            files['int8_mlp'] = tmp / 'int8_mlp.onnx'
+            quantize_int8(src, files['int8_mlp'], feeds, calib, layers=('/mlp/fc1/', '/mlp/fc2/'))
+        if 'int8_qout' in wanted:
+            files['int8_qout'] = tmp / 'int8_qout.onnx'
+            quantize_int8(src, files['int8_qout'], feeds, calib, fp32_outputs=False)
+        if wanted & {'fp32_lean', 'int8_lean'}:
+            files['fp32_lean'] = tmp / 'lean.onnx'
+            rec = export_checkpoint(ckpt, files['fp32_lean'], score_threshold=meta.score_threshold, verify_frames=1,
+                                    log=lambda *a: None)
+            print(f'fp32_lean: export checks {"passed" if rec["ok"] else "FAILED"}, parity vs PyTorch '
+                  f'{rec["files"]["fp32"]["parity_max_abs_diff"]}')
+        if 'int8_lean' in wanted:
+            files['int8_lean'] = tmp / 'int8_lean.onnx'
+            quantize_int8(files['fp32_lean'], files['int8_lean'], feeds, calib)
+        if args.save_int8 and 'int8' in files:
             Path(args.save_int8).write_bytes(files['int8'].read_bytes())
         print(f'built variants in {time.perf_counter() - t0:.0f} s (calibration: {calib})')
         for name, f in files.items():
             print(f'  {name:<13} {len(onnx.load(str(f)).graph.node):4d} nodes  {f.stat().st_size / 1e6:.2f} MB')
 
-        variants = {'fp32': ('fp32', 'all'), 'fp32_basic': ('fp32', 'basic'), 'fp32_extended': ('fp32', 'extended'),
-                    'fp32_offline': ('fp32_offline', 'off'), 'fp32_fused': ('fp32_fused', 'all'),
-                    'int8': ('int8', 'all'), 'int8_mlp': ('int8_mlp', 'all'), 'int8_qout': ('int8_qout', 'all')}
         feed = test_feed(config, ckpt)
         ref = session(src, 1, 'all').run(None, feed)
         print('\nmax |variant - fp32| on one test frame (boxes m, logits):')
@@ -178,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             model, _, ck = load_checkpoint(ckpt, map_location='cpu')
             # fp32_offline / fp32_fused: same outputs as fp32 to float rounding (printed above), and ORT rewrites
             # their initializers, so the runtime's weights checksum refuses them: not scored
-            acc_files = {name: files[name] for name in ('fp32', 'int8', 'int8_mlp', 'int8_qout')}
+            acc_files = {name: files[name] for name in ('fp32', 'int8', 'int8_mlp', 'int8_qout', 'fp32_lean',
+                                                        'int8_lean') if name in variants}
             t0 = time.perf_counter()
             res = evaluate_exports(model, ck, acc_files, num_frames=args.eval_frames)
             keys = list(res['fp32'])

@@ -16,7 +16,8 @@ so the outputs equal the original model's up to float rounding (test_export.py, 
 `FoldedAttention` is written for the exported graph: q, k, v come from one fused projection whose rows are ordered
 so that the rotation acts on two contiguous slices, the attention scale is folded into W_q, and every reshape uses
 static N, H, Dh (only the batch is dynamic), so a compiled layer costs one MatMul, Cos, Sin and a few elementwise
-ops more than an unrotated one. The softmax runs in float32 whatever the activation dtype.
+ops more than an unrotated one; `DeployableViTD.encode` computes the angles of all layers with one MatMul, Cos and
+Sin and hands each layer its slice (`RotationTables`). The softmax runs in float32 whatever the activation dtype.
 
 precision='fp16' runs the encoder's Linear and LayerNorm layers in float16; everything else stays float32: image
 normalisation and the patch embedding, depth pooling, hole filling, back-projection and token coordinates (the
@@ -26,6 +27,7 @@ embedding).
 from __future__ import annotations
 
 import copy
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +38,7 @@ from string_perception.model.vit import Attention
 from string_perception.model.vitd import ViTD
 from string_perception.runtime.onnx_runner import OUTPUT_NAMES, TOKENS_OUTPUT   # the contract's output names
 
-__all__ = ['DeployableViTD', 'FoldedAttention', 'compile_position_encodings', 'PRECISIONS', 'OUTPUT_NAMES',
+__all__ = ['DeployableViTD', 'FoldedAttention', 'RotationTables', 'compile_position_encodings', 'PRECISIONS', 'OUTPUT_NAMES',
            'TOKENS_OUTPUT', 'output_names']
 
 PRECISIONS = ('fp32', 'fp16')
@@ -45,6 +47,12 @@ PRECISIONS = ('fp32', 'fp16')
 def output_names(tokens: bool) -> tuple[str, ...]:
     """The exported graph's outputs, in order."""
     return OUTPUT_NAMES + ((TOKENS_OUTPUT,) if tokens else ())
+
+
+class RotationTables(NamedTuple):
+    """cos and sin of one layer's RoPE-Mixed angles θ = coords @ freqs, each [B,N,1,H*Dqk/2] float32."""
+    cos: Tensor
+    sin: Tensor
 
 
 class FoldedAttention(nn.Module):
@@ -94,15 +102,19 @@ class FoldedAttention(nn.Module):
             self.qkv.bias.copy_(bias)
         self.proj = copy.deepcopy(attn.proj)
 
-    def forward(self, x: Tensor, coords: Tensor | None = None, pe=None) -> Tensor:
-        """x: [B,N,D] (float32 or float16); coords: [B,N,dc] float32. `pe` is ignored (compiled in)."""
+    def forward(self, x: Tensor, coords: Tensor | RotationTables | None = None, pe=None) -> Tensor:
+        """x: [B,N,D] (float32 or float16); coords: [B,N,dc] float32, or this layer's precomputed
+        `RotationTables` (cos, sin of coords @ freqs, `DeployableViTD.encode`). `pe` is ignored (compiled in)."""
         N, H, Dh, Dqk = self.num_tokens, self.num_heads, self.head_dim, self.qk_head_dim
         D, Dq = H * Dh, H * Dqk
         dt = x.dtype
         qkv = self.qkv(x)                                                 # [B,N,2Dq + D]
         if self.rotates:
-            theta = (coords @ self.freqs).unsqueeze(2)                    # [B,N,1,H*Dqk/2] float32
-            cos, sin = theta.cos(), theta.sin()
+            if isinstance(coords, RotationTables):
+                cos, sin = coords                                         # [B,N,1,H*Dqk/2] float32 each
+            else:
+                theta = (coords @ self.freqs).unsqueeze(2)                # [B,N,1,H*Dqk/2] float32
+                cos, sin = theta.cos(), theta.sin()
             x1 = qkv[..., :Dq].reshape(-1, N, 2, Dq // 2)                 # [B,N,2 (q,k),H*Dqk/2] first halves
             x2 = qkv[..., Dq:2 * Dq].reshape(-1, N, 2, Dq // 2)           # second halves
             if dt != torch.float32:
@@ -161,10 +173,27 @@ class DeployableViTD(nn.Module):
         for m in self.model.encoder.modules():                            # `freqs` buffers stay float32
             if isinstance(m, (nn.Linear, nn.LayerNorm)):
                 m.to(self.encoder_dtype)
+        # Every rotating layer's frequencies side by side: one MatMul, Cos and Sin for all layers (`encode`).
+        rotating = [b.attn.freqs for b in self.model.encoder.blocks if b.attn.rotates]
+        self.rotation_widths = [int(f.shape[1]) for f in rotating]        # H*Dqk/2 per rotating layer
+        self.register_buffer('all_freqs', torch.cat(rotating, dim=1) if rotating else None)   # [dc, sum widths]
+
+    def encode(self, x: Tensor, coords: Tensor) -> Tensor:
+        """The encoder (``Encoder.forward``: blocks, final LayerNorm) on x [B,N,D] in the encoder dtype, with the
+        angles of all rotating layers as one MatMul coords[B,N,dc] @ all_freqs, one Cos and one Sin (float32),
+        split per layer; the same numbers as each layer's own coords @ freqs. Returns [B,N,D]."""
+        tables: list[RotationTables] = []
+        if self.all_freqs is not None:
+            theta = (coords @ self.all_freqs).unsqueeze(2)                # [B,N,1,sum widths] float32
+            tables = [RotationTables(c, s) for c, s in zip(theta.cos().split(self.rotation_widths, dim=-1),
+                                                            theta.sin().split(self.rotation_widths, dim=-1))]
+        it = iter(tables)
+        per_block = [next(it) if blk.attn.rotates else coords for blk in self.model.encoder.blocks]
+        return self.model.encoder(x, per_block)                           # node names /encoder/blocks.i/... as before
 
     def forward(self, image: Tensor, depth: Tensor, intrinsics: Tensor) -> tuple[Tensor, ...]:
         t = self.model.tokenize(image, depth, intrinsics)                 # float32: x[B,N,D], coords, prior
-        encoded = self.model.encoder(t['x'].to(self.encoder_dtype), t['coords']).float()  # [B,N or 2N,D]
+        encoded = self.encode(t['x'].to(self.encoder_dtype), t['coords']).float()  # [B,N or 2N,D]
         tokens = self.model.fuse_tokens(encoded)                          # [B,N,D]
         out = self.model.heads(tokens, t['prior'])
         out[TOKENS_OUTPUT] = tokens

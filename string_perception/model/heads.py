@@ -48,6 +48,12 @@ class BoxHead(nn.Module):
         return torch.cat([t, rot, size], dim=-1)                         # [B,N,12]
 
 
+def unit_rows(x: Tensor, eps: float = 1e-6) -> Tensor:
+    """``F.normalize(x, dim=-1, eps=eps)``, the same division, broadcast instead of ``expand_as`` (which the ONNX
+    exporter writes as a Shape -> Expand of the dynamic batch)."""
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(eps)
+
+
 class ClassHead(nn.Module):
     """OWL-ViT class head against learned class embeddings.
 
@@ -69,8 +75,8 @@ class ClassHead(nn.Module):
 
     def forward(self, tokens: Tensor) -> Tensor:
         """tokens: [B,N,D] -> logits [B,N,C]."""
-        img = F.normalize(self.proj(tokens), dim=-1, eps=1e-6)            # [B,N,E]
-        cls = F.normalize(self.class_embeddings, dim=-1, eps=1e-6)       # [C,E]
+        img = unit_rows(self.proj(tokens))                                # [B,N,E]
+        cls = unit_rows(self.class_embeddings)                            # [C,E]
         sim = torch.matmul(img, cls.t())                                  # [B,N,C]
         shift = self.logit_shift(tokens)                                  # [B,N,1]
         scale = F.elu(self.logit_scale(tokens)) + 1.0                     # [B,N,1]

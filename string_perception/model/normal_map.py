@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .depth_tokens import backproject, valid_depth_mask
+from .depth_tokens import backproject, static_size, valid_depth_mask
 
 __all__ = ['EDGE_RATIO', 'pixel_points', 'surface_normals']
 
@@ -26,12 +26,12 @@ EDGE_RATIO = 2.0   # one-sided depth changes differing by more than this factor 
 
 def pixel_points(depth: Tensor, K: Tensor) -> Tensor:
     """[B,3,H,W] back-projected point of every pixel (u = column, v = row, pixel centres at integers)."""
-    B, H, W = depth.shape
+    H, W = static_size(depth, 1), static_size(depth, 2)
     v, u = torch.meshgrid(torch.arange(H, device=depth.device, dtype=depth.dtype),
                           torch.arange(W, device=depth.device, dtype=depth.dtype), indexing='ij')   # [H,W] x2
     uv = torch.stack([u.reshape(-1), v.reshape(-1)], dim=-1)                                         # [HW,2]
-    points = backproject(depth.reshape(B, H * W), uv, K.to(depth.dtype))                            # [B,HW,3]
-    return points.transpose(1, 2).reshape(B, 3, H, W)
+    points = backproject(depth.reshape(-1, H * W), uv, K.to(depth.dtype))                           # [B,HW,3]
+    return points.transpose(1, 2).reshape(-1, 3, H, W)
 
 
 def _tangent(points: Tensor, valid: Tensor, dim: int) -> Tensor:

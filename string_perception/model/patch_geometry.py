@@ -33,13 +33,13 @@ def geometry_image(depth: Tensor, K: Tensor, patch_points: Tensor, patch_size: i
                    depth_range: tuple[float, float], point_scale: float, clamp: float) -> Tensor:
     """``depth`` [B,H,W] metres, ``K`` [B,3,3], ``patch_points`` [B,N,3] -> [B,4,H,W]: per pixel its 3D point minus
     its patch's point (times ``point_scale``, clamped) and the valid mask; invalid pixels are all zero."""
-    B, H, W = depth.shape
+    H, W = dt.static_size(depth, 1), dt.static_size(depth, 2)
     gh, gw = H // patch_size, W // patch_size
     valid = dt.valid_depth_mask(depth, depth_range)                                         # [B,H,W] bool
-    d = torch.where(valid, depth, torch.zeros_like(depth)).reshape(B, H * W)               # [B,HW]
+    d = torch.where(valid, depth, 0.0).reshape(-1, H * W)                                   # [B,HW]
     uv = pixel_grid(H, W, device=depth.device, dtype=depth.dtype)                          # [HW,2]
-    pts = dt.backproject(d, uv, K).transpose(1, 2).reshape(B, 3, H, W)                     # [B,3,H,W]
-    centre = patch_points.transpose(1, 2).reshape(B, 3, gh, gw)                             # [B,3,gh,gw]
+    pts = dt.backproject(d, uv, K).transpose(1, 2).reshape(-1, 3, H, W)                    # [B,3,H,W]
+    centre = patch_points.transpose(1, 2).reshape(-1, 3, gh, gw)                            # [B,3,gh,gw]
     centre = F.interpolate(centre, scale_factor=float(patch_size), mode='nearest')         # [B,3,H,W]
     rel = ((pts - centre) * point_scale).clamp(-clamp, clamp)                               # [B,3,H,W]
     v = valid.unsqueeze(1).to(depth.dtype)                                                  # [B,1,H,W]
@@ -60,7 +60,8 @@ class PatchGeometryEmbed(nn.Module):
     def forward(self, depth: Tensor, K: Tensor, tok: dt.DepthTokens) -> Tensor:
         g = geometry_image(depth, K, tok.points, self.patch_size, self.depth_range, self.point_scale,
                            self.clamp)                                                      # [B,4,H,W]
-        x = self.points(g).flatten(2).transpose(1, 2)                                       # [B,N,D]
+        x = self.points(g)                                                                  # [B,D,gh,gw]
+        x = x.reshape(-1, dt.static_size(x, 1), dt.static_size(x, 2) * dt.static_size(x, 3)).transpose(1, 2)  # [B,N,D]
         fx = K[:, 0, 0].unsqueeze(1)                                                        # [B,1]
         log_d = torch.log(tok.depth)                                                        # [B,N]
         log_w = log_d + torch.log(self.patch_size / fx)                                     # [B,N] metres per patch

@@ -96,10 +96,12 @@ class Encoder(nn.Module):
     def position_encodings(self) -> list[Optional[nn.Module]]:
         return [b.pe for b in self.blocks]
 
-    def forward(self, x: Tensor, coords: Optional[Tensor] = None) -> Tensor:
-        """x: [B,N,D] token embeddings; coords: [B,N,dc]. Returns [B,N,D]."""
-        for blk in self.blocks:
-            x = blk(x, coords)
+    def forward(self, x: Tensor, coords: Optional[Tensor] | list = None) -> Tensor:
+        """x: [B,N,D] token embeddings; coords: [B,N,dc], or a list with one entry per block, handed to that block
+        (and its attention) as its `coords` (the exporter's precomputed rotation tables). Returns [B,N,D]."""
+        per_block = coords if isinstance(coords, list) else [coords] * len(self.blocks)
+        for blk, c in zip(self.blocks, per_block, strict=True):
+            x = blk(x, c)
         return self.norm(x)
 
 

@@ -120,7 +120,8 @@ class ViTD(nn.Module):
     def _patchify(self, x: Tensor) -> Tensor:
         """[B,3,H,W] -> [B,N,D] through the (shared) patch embedding."""
         x = self.patch_embed(x)                                                # [B,D,gh,gw]
-        return x.flatten(2).transpose(1, 2)                                    # [B,N,D]
+        D, N = dt.static_size(x, 1), dt.static_size(x, 2) * dt.static_size(x, 3)
+        return x.reshape(-1, D, N).transpose(1, 2)                             # [B,N,D]
 
     def embed_normals(self, depth: Tensor, K: Tensor) -> Tensor:
         """Surface-normal tokens [B,N,D]: unit normals in [-1, 1] (0 in holes) through the RGB patch embedding."""
