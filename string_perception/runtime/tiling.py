@@ -15,7 +15,9 @@ first flush with the top-left corner and the last with the bottom-right one; a g
 Border rule (:func:`window_keep`): a window's token is dropped when its box's centre, projected with the window's
 intrinsics, lies within ``margin`` (a fraction of the window's side) of one of the window's INNER borders (those that
 are not the image border), or beyond it: an object cut by that border gives a truncated box there, and a
-neighbouring window (they overlap) or the full-frame pass sees it whole. The full-frame pass keeps its boxes
+neighbouring window (they overlap) or the full-frame pass sees it whole. ``margin <= overlap / 2``, else the middle
+of the overlap is dropped by both windows. Measured on the workcell test frames (docs/results/workcell.md, "Tiled
+inference"), the rule costs more than it saves, so the default margin is 0 (boxes beyond a window are still dropped). The full-frame pass keeps its boxes
 (``full_frame_boxes``) for objects larger than a window.
 
 Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2`` and the future node parameter): ``'none'``,
@@ -24,7 +26,7 @@ Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2`` and the f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -38,8 +40,8 @@ class TilingConfig:
 
     grid: tuple[int, int] = (2, 2)    # (rows, cols) of windows
     overlap: float = 0.15             # neighbours share at least this fraction of a window's side, in [0, 1)
-    margin: float = 0.1               # drop a window's box whose projected centre is this close (fraction of the
-                                      # window's side) to an inner border, in [0, 0.5)
+    margin: float = 0.0               # drop a window's box whose projected centre is this close (fraction of the
+                                      # window's side) to an inner border, in [0, overlap / 2]
     full_frame_boxes: bool = True     # the full-frame pass's boxes enter the merge (it always runs: the embedding)
     batch: bool = True                # run all passes in one model call (else one call per pass)
 
@@ -49,8 +51,9 @@ class TilingConfig:
             raise ValueError(f'grid must be two integers >= 1, got {self.grid}')
         if not (0.0 <= self.overlap < 1.0):
             raise ValueError(f'overlap must be in [0, 1), got {self.overlap}')
-        if not (0.0 <= self.margin < 0.5):
-            raise ValueError(f'margin must be in [0, 0.5), got {self.margin}')
+        if not (0.0 <= self.margin <= self.overlap / 2 + 1e-12):
+            raise ValueError(f'margin must be in [0, overlap / 2 = {self.overlap / 2:g}], got {self.margin}: a larger '
+                             'one drops the centres in the middle of the overlap in both windows')
 
     @property
     def spec(self) -> str:
@@ -76,16 +79,16 @@ def parse_tiling(spec: str | None) -> TilingConfig | None:
         rows, cols = (int(v) for v in head.split('x'))
     except ValueError:
         raise ValueError(f"tiling spec must start with ROWSxCOLS (e.g. '2x2'), got {spec!r}") from None
-    cfg = TilingConfig(grid=(rows, cols))
+    fields: dict = {'grid': (rows, cols)}
     for opt in opts:
         key, _, val = opt.partition('=')
         if key in ('overlap', 'margin'):
-            cfg = replace(cfg, **{key: float(val)})
+            fields[key] = float(val)
         elif key in ('full', 'batch') and val in ('0', '1'):
-            cfg = replace(cfg, **{'full_frame_boxes' if key == 'full' else 'batch': val == '1'})
+            fields['full_frame_boxes' if key == 'full' else 'batch'] = val == '1'
         else:
             raise ValueError(f'unknown tiling option {opt!r} in {spec!r} (overlap=F, margin=F, full=0|1, batch=0|1)')
-    return cfg
+    return TilingConfig(**fields)
 
 
 def window_layout(h: int, w: int, input_hw: tuple[int, int], grid: tuple[int, int],

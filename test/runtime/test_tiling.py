@@ -80,7 +80,8 @@ def test_parse_tiling():
     cfg = parse_tiling('2x3,overlap=0.2,margin=0.05,full=0,batch=0')
     assert cfg == TilingConfig(grid=(2, 3), overlap=0.2, margin=0.05, full_frame_boxes=False, batch=False)
     assert parse_tiling(cfg.spec) == cfg and parse_tiling('2x2').spec == '2x2'
-    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.5'):
+    assert parse_tiling('2x2,margin=0.1,overlap=0.2').margin == 0.1                  # options in any order
+    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.1', '2x2,margin=-0.1'):
         with pytest.raises(ValueError):
             parse_tiling(bad)
 
@@ -163,7 +164,8 @@ def test_a_window_box_is_the_full_frame_box():
 
 def test_an_object_seen_whole_by_two_windows_gives_one_box():
     frame, t, size = _scene(300, 340, 80, 120)                # in the overlap of windows 0 and 1 (columns 294..345)
-    for cfg in (TilingConfig(margin=0.0, full_frame_boxes=False), TilingConfig()):
+    for cfg in (TilingConfig(margin=0.0, full_frame_boxes=False), TilingConfig(overlap=0.3, margin=0.1),
+                TilingConfig(overlap=0.3, margin=0.1, full_frame_boxes=False)):   # both windows keep it
         dets = _pipe(cfg)(*frame).detections
         assert len(dets) == 1
         np.testing.assert_allclose(dets.translations[0], t, atol=0.006)
@@ -174,7 +176,7 @@ def test_a_box_cut_by_an_inner_border_is_dropped():
     cut = _pipe(TilingConfig(margin=0.0, full_frame_boxes=False))(*frame).detections
     assert len(cut) == 2                                      # without the rule: the whole box and the cut one
     assert np.abs(cut.sizes[:, 0] - size[0]).max() > 0.1
-    dets = _pipe(TilingConfig(full_frame_boxes=False))(*frame).detections
+    dets = _pipe(TilingConfig(margin=0.075, full_frame_boxes=False))(*frame).detections
     assert len(dets) == 1
     np.testing.assert_allclose(dets.translations[0], t, atol=0.006)
     np.testing.assert_allclose(dets.sizes[0], size, atol=0.006)
