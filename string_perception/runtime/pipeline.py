@@ -164,14 +164,16 @@ class Pipeline:
                 return np.flatnonzero(in_frame)
         return None
 
-    def _decode_candidates(self, boxes, logits, keep: np.ndarray | None, top_k_factor: int = 1) -> Detections:
+    def _decode_candidates(self, boxes, logits, keep: np.ndarray | None, top_k_factor: int = 1,
+                           agnostic: bool = False) -> Detections:
         """Candidates ``boxes[N,12]``, ``logits[N,C]`` -> detections (``keep``: their token indices, None =
-        0..N-1; ``pre_nms_top_k`` is multiplied by ``top_k_factor``, the number of passes)."""
+        0..N-1; ``pre_nms_top_k`` is multiplied by ``top_k_factor``, the number of passes; ``agnostic``: class-agnostic
+        NMS whatever ``nms_class_agnostic`` says)."""
         p = self._params
         dets = decode_detections(boxes, logits, self.labels,
                                  score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
                                  max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'] * top_k_factor,
-                                 class_agnostic=p['nms_class_agnostic'], multi_label=p['multi_label'])
+                                 class_agnostic=p['nms_class_agnostic'] or agnostic, multi_label=p['multi_label'])
         if keep is not None and len(dets):
             dets = dataclasses.replace(dets, token_indices=keep[dets.token_indices])
         return dets
@@ -213,7 +215,7 @@ class Pipeline:
                                inner_borders(win, h, w), cfg.margin)              # [N]
             keeps.append(None if keep.all() else np.flatnonzero(keep))
         boxes, logits, index = merge_candidates(outputs['boxes'], outputs['logits'], keeps)   # [M,12], [M,C], [M]
-        dets = self._decode_candidates(boxes, logits, index, top_k_factor=len(passes))
+        dets = self._decode_candidates(boxes, logits, index, top_k_factor=len(passes), agnostic=cfg.agnostic)
         t3 = time.perf_counter()
         tokens = outputs.get(TOKENS_OUTPUT)
         if tokens is not None:                                                    # [P,N,D] -> [1,P*N,D]

@@ -21,7 +21,7 @@ inference"), the rule costs more than it saves, so the default margin is 0 (boxe
 (``full_frame_boxes``) for objects larger than a window.
 
 Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2`` and the future node parameter): ``'none'``,
-``'2x2'``, ``'2x2,overlap=0.2,margin=0.05,full=0,batch=0'``.
+``'2x2'``, ``'2x2,overlap=0.2,margin=0.05,full=0,batch=0,agnostic=1'``.
 """
 from __future__ import annotations
 
@@ -39,11 +39,12 @@ class TilingConfig:
     """How to tile a frame (module docstring)."""
 
     grid: tuple[int, int] = (2, 2)    # (rows, cols) of windows
-    overlap: float = 0.15             # neighbours share at least this fraction of a window's side, in [0, 1)
+    overlap: float = 0.3              # neighbours share at least this fraction of a window's side, in [0, 1)
     margin: float = 0.0               # drop a window's box whose projected centre is this close (fraction of the
                                       # window's side) to an inner border, in [0, overlap / 2]
     full_frame_boxes: bool = True     # the full-frame pass's boxes enter the merge (it always runs: the embedding)
     batch: bool = True                # run all passes in one model call (else one call per pass)
+    agnostic: bool = False            # the merge's NMS is class-agnostic (whatever the pipeline's nms_class_agnostic)
 
     def __post_init__(self):
         rows, cols = self.grid
@@ -63,14 +64,15 @@ class TilingConfig:
         for key, name in (('overlap', 'overlap'), ('margin', 'margin')):
             if getattr(self, key) != getattr(d, key):
                 out += f',{name}={getattr(self, key):g}'
-        for key, name in (('full_frame_boxes', 'full'), ('batch', 'batch')):
+        for key, name in (('full_frame_boxes', 'full'), ('batch', 'batch'), ('agnostic', 'agnostic')):
             if getattr(self, key) != getattr(d, key):
                 out += f',{name}={int(getattr(self, key))}'
         return out
 
 
 def parse_tiling(spec: str | None) -> TilingConfig | None:
-    """``'none'`` / ``''`` / None -> None (no tiling); ``'RxC[,overlap=F][,margin=F][,full=0|1][,batch=0|1]'`` ->
+    """``'none'`` / ``''`` / None -> None (no tiling); ``'RxC[,overlap=F][,margin=F][,full=0|1][,batch=0|1]
+    [,agnostic=0|1]'`` ->
     :class:`TilingConfig`; ``ValueError`` for anything else."""
     if spec is None or spec.strip().lower() in ('', 'none'):
         return None
@@ -84,10 +86,10 @@ def parse_tiling(spec: str | None) -> TilingConfig | None:
         key, _, val = opt.partition('=')
         if key in ('overlap', 'margin'):
             fields[key] = float(val)
-        elif key in ('full', 'batch') and val in ('0', '1'):
-            fields['full_frame_boxes' if key == 'full' else 'batch'] = val == '1'
+        elif key in ('full', 'batch', 'agnostic') and val in ('0', '1'):
+            fields['full_frame_boxes' if key == 'full' else key] = val == '1'
         else:
-            raise ValueError(f'unknown tiling option {opt!r} in {spec!r} (overlap=F, margin=F, full=0|1, batch=0|1)')
+            raise ValueError(f'unknown tiling option {opt!r} in {spec!r} (overlap=F, margin=F, full=0|1, batch=0|1, agnostic=0|1)')
     return TilingConfig(**fields)
 
 

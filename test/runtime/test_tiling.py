@@ -4,6 +4,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from string_perception.box_ops import Box3D
+from string_perception.iou3d import pairwise_box3d_iou
 from string_perception.runtime import Pipeline, prepare_inputs
 from string_perception.runtime.tiling import (TilingConfig, inner_borders, merge_candidates, parse_tiling,
                                               window_keep, window_layout)
@@ -77,11 +79,12 @@ def test_merge_candidates_numbers_tokens_across_passes():
 
 def test_parse_tiling():
     assert parse_tiling('none') is None and parse_tiling('') is None and parse_tiling(None) is None
-    cfg = parse_tiling('2x3,overlap=0.2,margin=0.05,full=0,batch=0')
-    assert cfg == TilingConfig(grid=(2, 3), overlap=0.2, margin=0.05, full_frame_boxes=False, batch=False)
+    cfg = parse_tiling('2x3,overlap=0.2,margin=0.05,full=0,batch=0,agnostic=1')
+    assert cfg == TilingConfig(grid=(2, 3), overlap=0.2, margin=0.05, full_frame_boxes=False, batch=False,
+                               agnostic=True)
     assert parse_tiling(cfg.spec) == cfg and parse_tiling('2x2').spec == '2x2'
     assert parse_tiling('2x2,margin=0.1,overlap=0.2').margin == 0.1                  # options in any order
-    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.1', '2x2,margin=-0.1'):
+    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.2', '2x2,overlap=0.1,margin=0.1', '2x2,margin=-0.1'):
         with pytest.raises(ValueError):
             parse_tiling(bad)
 
@@ -173,10 +176,10 @@ def test_an_object_seen_whole_by_two_windows_gives_one_box():
 
 def test_a_box_cut_by_an_inner_border_is_dropped():
     frame, t, size = _scene(320, 420, 80, 120)                # window 0 (columns 0..345) sees 26 of its 100 px
-    cut = _pipe(TilingConfig(margin=0.0, full_frame_boxes=False))(*frame).detections
+    cut = _pipe(TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False))(*frame).detections
     assert len(cut) == 2                                      # without the rule: the whole box and the cut one
     assert np.abs(cut.sizes[:, 0] - size[0]).max() > 0.1
-    dets = _pipe(TilingConfig(margin=0.075, full_frame_boxes=False))(*frame).detections
+    dets = _pipe(TilingConfig(overlap=0.15, margin=0.075, full_frame_boxes=False))(*frame).detections
     assert len(dets) == 1
     np.testing.assert_allclose(dets.translations[0], t, atol=0.006)
     np.testing.assert_allclose(dets.sizes[0], size, atol=0.006)
@@ -226,6 +229,16 @@ def test_tiled_result_fields_and_run_batch(tiny_path):
         one = pipe(*frame)
         np.testing.assert_array_equal(res.detections.token_indices, one.detections.token_indices)
         np.testing.assert_allclose(res.detections.translations, one.detections.translations, rtol=1e-5, atol=1e-6)
+
+
+def test_agnostic_merge_leaves_no_overlapping_pair(tiny_path):
+    frame = _random_frame(seed=5)
+    wise = Pipeline(tiny_path, CPU_ONLY, tiling=TilingConfig(), intra_op_threads=1)(*frame).detections
+    agn = Pipeline(tiny_path, CPU_ONLY, tiling=TilingConfig(agnostic=True), intra_op_threads=1)(*frame).detections
+    assert len(set(wise.class_names)) > 1 and len(agn) < len(wise)
+    d = agn
+    iou = pairwise_box3d_iou(Box3D(d.translations, d.rotations, d.sizes), Box3D(d.translations, d.rotations, d.sizes))
+    assert (np.triu(iou, 1) <= 0.3 + 1e-9).all()
 
 
 def test_static_batch_model_runs_its_passes_one_at_a_time(tmp_path):
