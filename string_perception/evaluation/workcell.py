@@ -45,6 +45,7 @@ from string_perception import metrics
 from string_perception.runtime.tiling import parse_tiling
 
 __all__ = ['WorkcellEvalConfig', 'TestFrame', 'render_test_frames', 'score_model', 'group_scores', 'format_table',
+           'parse_model_spec',
            'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'
@@ -274,6 +275,16 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
     return '\n'.join(lines) + '\n'
 
 
+def parse_model_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``MODEL``, ``MODEL:crop`` / ``MODEL:pad`` or ``MODEL:tilesSPEC`` -> ``(path, resize_mode or None, tiling spec
+    or None)``; the tiling spec is checked here (``ValueError``), before any frame is scored."""
+    path, _, mode = spec.partition(':')
+    if mode.startswith('tiles'):
+        parse_tiling(mode[len('tiles'):])
+        return path, None, mode[len('tiles'):]
+    return path, mode or None, None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-eval-workcell', description=__doc__.split('\n\n')[0])
     p.add_argument('models', nargs='+', help='ONNX files; MODEL:crop scores that model with resize_mode crop, '
@@ -306,9 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
     results = []
     for spec in args.models:
-        path, _, mode = spec.partition(':')
-        tiling = mode[len('tiles'):] if mode.startswith('tiles') else None
-        results.append(score_model(path, frames, cfg, args.threads, None if tiling else (mode or None), tiling))
+        path, resize_mode, tiling = parse_model_spec(spec)
+        results.append(score_model(path, frames, cfg, args.threads, resize_mode, tiling))
         print(format_table(results[-1:]), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
