@@ -9,7 +9,9 @@ the cells as modelled (no appearance randomisation), 25 % mesh objects drawn fro
 cell, frames whose mesh objects (50 %) come only from the HELD-OUT meshes (``sim/mesh_library.py``: random_urdfs
 800-999 and the mug, which no training frame contains). Each frame goes through ``runtime.Pipeline`` exactly as the
 node runs it (ONNX Runtime on the CPU, the model's whole camera frame with ``resize_mode='pad'`` unless told
-otherwise), all boxes scoring >= 0.05, class-wise NMS 0.3.
+otherwise), all boxes scoring >= 0.05, class-wise NMS 0.3. ``MODEL:crop`` scores a model with ``resize_mode='crop'``,
+``MODEL:tilesSPEC`` with tiled inference (``runtime/tiling.py`` spec, e.g. ``MODEL:tiles2x2`` or
+``MODEL:tiles2x2,margin=0.05``): the whole frame plus overlapping windows, one merged box list.
 
 Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
 - ``class_aware``: average best 3D IoU over the primitive objects (a box counts only with the right class);
@@ -44,9 +46,10 @@ import numpy as np
 
 from string_perception import metrics
 from string_perception.cli import parse_kv
+from string_perception.runtime.tiling import parse_tiling
 
 __all__ = ['WorkcellEvalConfig', 'TestFrame', 'frame_sim_config', 'render_test_frames', 'score_model', 'group_scores',
-           'format_table',
+           'format_table', 'parse_model_spec',
            'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'
@@ -233,15 +236,16 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
 
 
 def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: WorkcellEvalConfig,
-                threads: int = 2, resize_mode: str | None = None) -> dict[str, Any]:
+                threads: int = 2, resize_mode: str | None = None, tiling: str | None = None) -> dict[str, Any]:
     """Run ``model_path`` through ``runtime.Pipeline`` on ``frames``; the scores per rig, per cell and for the
-    held-out objects (module docstring)."""
+    held-out objects (module docstring). ``tiling``: a ``runtime/tiling.py`` spec (``'2x2'``), None = no tiling."""
     from string_perception.training.inference import detections_to_arrays
     from string_perception.runtime import Pipeline
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT
     pipe = Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-                    max_detections=100, intra_op_threads=threads, resize_mode=resize_mode or cfg.resize_mode)
+                    max_detections=100, intra_op_threads=threads, resize_mode=resize_mode or cfg.resize_mode,
+                    tiling=parse_tiling(tiling))
     names = list(pipe.labels)
     preds, gts, latency = [], [], []
     for f in frames:
@@ -252,7 +256,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
         gts.append({'params': f.params[big], 'labels': f.labels[big], 'visibility': f.visibility[big]})
     out: dict[str, Any] = {'model': str(model_path), 'labels': names, 'input_hw': list(pipe.input_hw),
                            'resize_mode': resize_mode or cfg.resize_mode, 'min_gt_side_px': cfg.min_gt_side_px,
-                           'sim_overrides': dict(cfg.sim_overrides),
+                           'sim_overrides': dict(cfg.sim_overrides), 'tiling': tiling or 'none',
                            'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
@@ -284,21 +288,34 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
              '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
         size = f">= {r['min_gt_side_px']:g} px" if r.get('min_gt_side_px') else 'all'
+        mode = r['resize_mode'] + ('' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}")
         for cell, s in r['cells'].items():
-            lines.append(f"| {Path(r['model']).name} | {r['resize_mode']} | {size} | {cell} | {f(s['class_aware'])} | "
+            lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {f(s['class_aware'])} | "
                          f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {f(s.get('heldout_agnostic'))} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
+        mode = '' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}"
         for rig, s in r['rigs'].items():
-            lines.append(f"| {Path(r['model']).name} | {rig} | {s['num_frames']} | {s['num_gt']} | "
+            lines.append(f"| {Path(r['model']).name}{mode} | {rig} | {s['num_frames']} | {s['num_gt']} | "
                          f"{f(s['class_aware'])} | {f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} |")
     return '\n'.join(lines) + '\n'
 
 
+def parse_model_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``MODEL``, ``MODEL:crop`` / ``MODEL:pad`` or ``MODEL:tilesSPEC`` -> ``(path, resize_mode or None, tiling spec
+    or None)``; the tiling spec is checked here (``ValueError``), before any frame is scored."""
+    path, _, mode = spec.partition(':')
+    if mode.startswith('tiles'):
+        parse_tiling(mode[len('tiles'):])
+        return path, None, mode[len('tiles'):]
+    return path, mode or None, None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-eval-workcell', description=__doc__.split('\n\n')[0])
-    p.add_argument('models', nargs='+', help='ONNX files; MODEL:crop scores that model with resize_mode crop')
+    p.add_argument('models', nargs='+', help='ONNX files; MODEL:crop scores that model with resize_mode crop, '
+                   'MODEL:tiles2x2 (any runtime/tiling.py spec after "tiles") with tiled inference')
     d = WorkcellEvalConfig()
     p.add_argument('--frames-per-rig', type=int, default=d.frames_per_rig)
     p.add_argument('--heldout-frames', type=int, default=d.heldout_frames)
@@ -330,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
     results = []
     for spec in args.models:
-        path, _, mode = spec.partition(':')
-        results.append(score_model(path, frames, cfg, args.threads, mode or None))
+        path, resize_mode, tiling = parse_model_spec(spec)
+        results.append(score_model(path, frames, cfg, args.threads, resize_mode, tiling))
         print(format_table(results[-1:]), flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

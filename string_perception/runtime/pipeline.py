@@ -7,6 +7,7 @@ camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_de
 >>> result.tokens                                      # float32 [N,D] when the model has a tokens output, else None
 >>> pipe = Pipeline(path, tracking=TrackerConfig())     # tracking on: stateful per stream
 >>> pipe(rgb, depth, K, stamp_s=t).tracks              # Tracks (ids, filtered boxes, velocities); reset_tracking()
+>>> pipe = Pipeline(path, tiling=parse_tiling('2x2'))  # whole frame + 2x2 overlapping windows, one merged box list
 
 Errors: a bad frame raises :class:`InputError` (``kind`` for per-kind counters) and leaves the pipeline usable
 for the next frame; a frame with no valid depth is processed and reported in ``result.warnings``. Model faults
@@ -25,6 +26,7 @@ from .errors import InputError
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, check_decode_params, decode_detections
 from .preprocess import RESIZE_MODES, ModelInputs, prepare_inputs, stack_inputs, to_rgb
+from .tiling import TilingConfig, inner_borders, merge_candidates, window_keep, window_layout
 from .tracking import Tracker, TrackerConfig, Tracks
 
 __all__ = ['Pipeline', 'PipelineResult']
@@ -42,15 +44,19 @@ class PipelineResult:
     intrinsics: np.ndarray | None = None  # float32 [3,3] K of the model input (after crop/resize)
     crop_xywh: tuple[int, int, int, int] = (0, 0, 0, 0)   # crop of the source colour frame
     valid_depth_fraction: float = 1.0
-    tokens: np.ndarray | None = None      # float32 [N,D] encoder tokens, when the model has that output
+    tokens: np.ndarray | None = None      # float32 [N,D] encoder tokens, when the model has that output (tiled:
+                                          # [P*N,D], the passes in order, full frame first; token_indices index it)
     tracks: Tracks | None = None          # confirmed tracks after this frame, when tracking is on
 
 
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
     max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, resize_mode='pad',
-    **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    tiling=None, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
     ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order).
+    ``tiling``: a :class:`~.tiling.TilingConfig` runs the model on the whole frame (``resize_mode``) plus its
+    windows and merges the candidates of every pass in one decoding (:mod:`.tiling`); the embedding and
+    ``intrinsics`` / ``crop_xywh`` are the full-frame pass's, ``inference_ms`` is all passes together.
     ``resize_mode``: ``'pad'`` looks at the whole camera frame (tokens in the padding never give a detection),
     ``'crop'`` at the largest centred crop with the model's aspect ratio (``preprocess``)."""
 
@@ -58,11 +64,12 @@ class Pipeline:
                  nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
                  max_depth_m: float | None = None, model: OnnxModel | None = None,
                  tracking: TrackerConfig | None = None, nms_class_agnostic: bool = False, multi_label: bool = False,
-                 resize_mode: str = 'pad', **model_kwargs):
+                 resize_mode: str = 'pad', tiling: TilingConfig | None = None, **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
                         pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m, nms_class_agnostic=nms_class_agnostic,
                         multi_label=multi_label, resize_mode=resize_mode)
         self.set_tracking(tracking)
+        self.set_tiling(tiling)
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
 
     @classmethod
@@ -98,6 +105,12 @@ class Pipeline:
     def set_tracking(self, config: TrackerConfig | None) -> None:
         """Turn tracking on with ``config`` (a fresh tracker) or off (None)."""
         self.tracker = Tracker(config) if config is not None else None
+
+    def set_tiling(self, config: TilingConfig | None) -> None:
+        """Tiled inference on with ``config`` or off (None)."""
+        if config is not None and not isinstance(config, TilingConfig):
+            raise TypeError(f'tiling must be a TilingConfig or None, got {type(config).__name__}')
+        self.tiling = config
 
     def reset_tracking(self) -> None:
         """Start a new stream: forget every track (no-op without tracking)."""
@@ -143,23 +156,72 @@ class Pipeline:
                               intrinsics_hw=intrinsics_hw, depth_encoding=depth_encoding,
                               resize_mode=self._params['resize_mode'])
 
-    def _decode(self, outputs: dict[str, np.ndarray], i: int, inputs: ModelInputs) -> Detections:
-        """Frame ``i`` of a batch's outputs -> detections, from the tokens that image the frame only."""
-        p = self._params
-        boxes, logits = outputs['boxes'][i], outputs['logits'][i]                  # [N,12], [N,C]
-        keep = None
+    def _frame_tokens(self, inputs: ModelInputs, num_tokens: int) -> np.ndarray | None:
+        """Indices of the tokens that image the frame (padding dropped), or None for all of them."""
         if inputs.crop_xywh[0] < 0 or inputs.crop_xywh[1] < 0:                    # padded: drop padding tokens
             in_frame = inputs.token_in_frame(self.model.metadata.patch_size)      # [N']
-            if in_frame.shape[0] == boxes.shape[0] and not in_frame.all():
-                keep = np.flatnonzero(in_frame)
-                boxes, logits = boxes[keep], logits[keep]
+            if in_frame.shape[0] == num_tokens and not in_frame.all():
+                return np.flatnonzero(in_frame)
+        return None
+
+    def _decode_candidates(self, boxes, logits, keep: np.ndarray | None, top_k_factor: int = 1,
+                           agnostic: bool = False) -> Detections:
+        """Candidates ``boxes[N,12]``, ``logits[N,C]`` -> detections (``keep``: their token indices, None =
+        0..N-1; ``pre_nms_top_k`` is multiplied by ``top_k_factor``, the number of passes; ``agnostic``: class-agnostic
+        NMS whatever ``nms_class_agnostic`` says)."""
+        p = self._params
         dets = decode_detections(boxes, logits, self.labels,
                                  score_threshold=p['score_threshold'], nms_iou=p['nms_iou'],
-                                 max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'],
-                                 class_agnostic=p['nms_class_agnostic'], multi_label=p['multi_label'])
+                                 max_detections=p['max_detections'], pre_nms_top_k=p['pre_nms_top_k'] * top_k_factor,
+                                 class_agnostic=p['nms_class_agnostic'] or agnostic, multi_label=p['multi_label'])
         if keep is not None and len(dets):
             dets = dataclasses.replace(dets, token_indices=keep[dets.token_indices])
         return dets
+
+    def _decode(self, outputs: dict[str, np.ndarray], i: int, inputs: ModelInputs) -> Detections:
+        """Frame ``i`` of a batch's outputs -> detections, from the tokens that image the frame only."""
+        boxes, logits = outputs['boxes'][i], outputs['logits'][i]                  # [N,12], [N,C]
+        keep = self._frame_tokens(inputs, boxes.shape[0])
+        if keep is not None:
+            boxes, logits = boxes[keep], logits[keep]
+        return self._decode_candidates(boxes, logits, keep)
+
+    # ------------------------------------------------------------------ tiled inference
+    def _run_passes(self, passes: Sequence[ModelInputs]) -> dict[str, np.ndarray]:
+        """Every pass through the model: one call when the tiling batches and the model takes that batch, else one
+        call per pass; outputs stacked ``[P,...]``."""
+        static = self.model._static_batch
+        if self.tiling.batch and static in (None, len(passes)):
+            return self.model.run(**stack_inputs(passes))
+        runs = [self.model.run(**x.feed()) for x in passes]
+        return {k: np.concatenate([r[k] for r in runs], axis=0) for k in runs[0]}
+
+    def _tiled(self, rgb, depth, K, full: ModelInputs, depth_encoding: str | None,
+               t0: float) -> tuple[Detections, dict[str, np.ndarray], dict[str, float]]:
+        """The tiled frame (:mod:`.tiling`): detections of the merged passes, the passes' outputs (full frame at
+        0) and the stage timings (``t0``: when preprocessing began)."""
+        cfg = self.tiling
+        h, w = full.source_hw
+        windows = window_layout(h, w, self.input_hw, cfg.grid, cfg.overlap)
+        passes = [full] + [prepare_inputs(rgb, depth, K, self.input_hw, max_depth_m=self._params['max_depth_m'],
+                                          depth_encoding=depth_encoding, window_xywh=win) for win in windows]
+        t1 = time.perf_counter()
+        outputs = self._run_passes(passes)                                        # boxes [P,N,12], logits [P,N,C]
+        t2 = time.perf_counter()
+        n = outputs['boxes'].shape[1]
+        keeps: list[np.ndarray | None] = [self._frame_tokens(full, n) if cfg.full_frame_boxes else np.zeros(0, int)]
+        for j, win in enumerate(windows, start=1):
+            keep = window_keep(outputs['boxes'][j], passes[j].intrinsics[0], self.input_hw,
+                               inner_borders(win, h, w), cfg.margin)              # [N]
+            keeps.append(None if keep.all() else np.flatnonzero(keep))
+        boxes, logits, index = merge_candidates(outputs['boxes'], outputs['logits'], keeps)   # [M,12], [M,C], [M]
+        dets = self._decode_candidates(boxes, logits, index, top_k_factor=len(passes), agnostic=cfg.agnostic)
+        t3 = time.perf_counter()
+        tokens = outputs.get(TOKENS_OUTPUT)
+        if tokens is not None:                                                    # [P,N,D] -> [1,P*N,D]
+            outputs = {**outputs, TOKENS_OUTPUT: tokens.reshape(1, -1, tokens.shape[-1])}
+        return dets, outputs, {'preprocess_ms': (t1 - t0) * 1e3, 'inference_ms': (t2 - t1) * 1e3,
+                               'postprocess_ms': (t3 - t2) * 1e3}
 
     def __call__(self, rgb, depth, K, *, encoding: str = 'rgb8', depth_encoding: str | None = None,
                  intrinsics_hw=None, stamp_s: float | None = None) -> PipelineResult:
@@ -169,6 +231,10 @@ class Pipeline:
         t0 = time.perf_counter()
         inputs = self.preprocess(rgb, depth, K, encoding=encoding, depth_encoding=depth_encoding,
                                  intrinsics_hw=intrinsics_hw)
+        if self.tiling is not None:
+            dets, outputs, stages = self._tiled(to_rgb(rgb, encoding), depth, K, inputs, depth_encoding, t0)
+            tracks, track_ms = self._track(dets, stamp_s)
+            return self._result(inputs, dets, outputs, 0, self._timings(**stages, tracking_ms=track_ms), tracks)
         t1 = time.perf_counter()
         outputs = self.model.run(**inputs.feed())
         t2 = time.perf_counter()
@@ -196,7 +262,7 @@ class Pipeline:
         """Frames ``(rgb, depth, K)`` or ``(rgb, depth, K, encoding)`` -> one result per frame, in order.
 
         Frames are preprocessed one by one and run ``batch_size`` at a time (1 for a fixed-batch model); the
-        results equal calling the pipeline on each frame. Timings are per frame (inference = batch time / B).
+        results equal calling the pipeline on each frame. With tiling each frame is one call (its passes batched). Timings are per frame (inference = batch time / B).
         ``on_error='raise'`` re-raises a frame's :class:`InputError`; ``'return'`` puts it in that frame's slot.
         With tracking, frames are tracked in order (``stamps``: seconds per frame, else ``default_dt_s`` apart).
         """
@@ -206,6 +272,8 @@ class Pipeline:
             raise ValueError(f'batch_size must be >= 1, got {batch_size}')
         if self.model._static_batch is not None:
             batch_size = self.model._static_batch
+        if self.tiling is not None:
+            return self._run_tiled_frames(frames, on_error, stamps)
         results: list[PipelineResult | InputError | None] = []
         pending: list[tuple[int, ModelInputs, float]] = []
 
@@ -243,3 +311,17 @@ class Pipeline:
                 flush()
         flush()
         return results  # type: ignore[return-value]
+
+    def _run_tiled_frames(self, frames: Iterable[Sequence], on_error: str,
+                          stamps: Sequence[float] | None) -> list[PipelineResult | InputError]:
+        """:meth:`run_batch` with tiling: one pipeline call per frame, in order."""
+        results: list[PipelineResult | InputError] = []
+        for i, frame in enumerate(frames):
+            try:
+                results.append(self(*frame[:3], encoding=frame[3] if len(frame) > 3 else 'rgb8',
+                                    stamp_s=None if stamps is None else stamps[i]))
+            except InputError as e:
+                if on_error == 'raise':
+                    raise
+                results.append(e)
+        return results

@@ -291,15 +291,17 @@ def validate_intrinsics(K, hw: tuple[int, int] | None = None) -> np.ndarray:
 def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: float | None = None,
                    intrinsics_hw: tuple[int, int] | None = None, depth_encoding: str | None = None,
                    max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = DEFAULT_MAX_SIDE,
-                   resize_mode: str = 'pad') -> ModelInputs:
+                   resize_mode: str = 'pad', window_xywh: tuple[int, int, int, int] | None = None) -> ModelInputs:
     """Camera frame -> :class:`ModelInputs` for a model of input size ``model_hw = (H, W)``.
 
     ``rgb``: uint8 ``[h,w,3]`` RGB (convert other encodings with :func:`to_rgb`). ``depth``: uint16 mm or
     float32/float64 m, ``[h',w']`` registered to colour (same size, or same aspect ratio). ``K``: 3x3 of the
     colour frame. ``intrinsics_hw``: the (height, width) the intrinsics were calibrated for (CameraInfo), checked
     against the colour size when given. ``depth_encoding`` (ROS ``16UC1`` / ``mono16`` / ``32FC1``), when given, must
-    match the depth dtype. ``resize_mode``: ``'pad'`` (whole frame) or ``'crop'`` (module docstring). Raises
-    :class:`InputError`; warnings are returned in ``.warnings``.
+    match the depth dtype. ``resize_mode``: ``'pad'`` (whole frame) or ``'crop'`` (module docstring).
+    ``window_xywh``: an explicit window ``(x0, y0, cw, ch)`` of the colour frame (integer pixels, inside the frame)
+    instead of the one ``resize_mode`` chooses (tiled inference, :mod:`.tiling`); ``ValueError`` when it leaves the
+    frame. Raises :class:`InputError`; warnings are returned in ``.warnings``.
     """
     if resize_mode not in RESIZE_MODES:
         raise ValueError(f'resize_mode must be one of {RESIZE_MODES}, got {resize_mode!r}')
@@ -324,7 +326,12 @@ def prepare_inputs(rgb, depth, K, model_hw: tuple[int, int], *, max_depth_m: flo
 
     check_registered((h, w), (hd, wd))
 
-    x0, y0, cw, ch = (fit_box if resize_mode == 'pad' else center_crop_box)(h, w, H, W)
+    if window_xywh is None:
+        x0, y0, cw, ch = (fit_box if resize_mode == 'pad' else center_crop_box)(h, w, H, W)
+    else:
+        x0, y0, cw, ch = (int(v) for v in window_xywh)
+        if not (x0 >= 0 and y0 >= 0 and cw >= 1 and ch >= 1 and x0 + cw <= w and y0 + ch <= h):
+            raise ValueError(f'window {window_xywh} does not lie inside the {w}x{h} frame')
     if x0 < 0 or y0 < 0:                                        # pad: the frame inside a larger window
         crop = cv2.copyMakeBorder(img, -y0, ch - h + y0, -x0, cw - w + x0, cv2.BORDER_CONSTANT,
                                   value=PAD_RGB)                # [ch,cw,3]

@@ -1,0 +1,44 @@
+"""evaluation/workcell.py: scoring a model with tiled inference (``MODEL:tiles2x2``) on the same frames."""
+import numpy as np
+import pytest
+
+from string_perception import box_ops
+from string_perception.evaluation import workcell
+from string_perception.evaluation.workcell import WorkcellEvalConfig, format_table, parse_model_spec, score_model
+from string_perception.runtime import OnnxModel
+from test.support.tiny_model import save_tiny_model
+
+
+def test_parse_model_spec():
+    assert parse_model_spec('m.onnx') == ('m.onnx', None, None)
+    assert parse_model_spec('m.onnx:crop') == ('m.onnx', 'crop', None)
+    assert parse_model_spec('m.onnx:tiles2x2') == ('m.onnx', None, '2x2')
+    assert parse_model_spec('m.onnx:tiles2x2,margin=0.1') == ('m.onnx', None, '2x2,margin=0.1')
+    with pytest.raises(ValueError):
+        parse_model_spec('m.onnx:tiles2x2,bogus=1')
+
+
+def _frames(n=2):
+    rng = np.random.default_rng(0)
+    K = np.array([[300.0, 0, 143.5], [0, 300.0, 95.5], [0, 0, 1]])
+    params = box_ops.encode_box_params(np.array([[0.0, 0.0, 1.0]]), np.eye(3)[None], np.array([[0.1, 0.1, 0.1]]))
+    return [workcell.TestFrame('kuka', 'front', i, rng.integers(0, 256, (192, 288, 3), dtype=np.uint8),
+                               rng.integers(500, 3000, (192, 288)).astype(np.uint16), K, params.reshape(-1, 12),
+                               np.array([0]), np.array([1.0])) for i in range(n)]
+
+
+def test_score_model_with_tiles(tmp_path, monkeypatch):
+    model = save_tiny_model(tmp_path / 'tiny.onnx', logit_bias=3.0)
+    frames, cfg = _frames(), WorkcellEvalConfig(height=192, width=288)
+    passes = []
+    run = OnnxModel.run
+    monkeypatch.setattr(OnnxModel, 'run', lambda self, **feed: passes.append(len(feed['image'])) or run(self, **feed))
+    plain = score_model(model, frames, cfg, threads=1)
+    assert set(passes) == {1}
+    passes.clear()
+    tiled = score_model(model, frames, cfg, threads=1, tiling='2x2')
+    assert passes[-2:] == [5, 5]                                  # the whole frame + 4 windows, batched, per frame
+    assert plain['tiling'] == 'none' and tiled['tiling'] == '2x2'
+    assert tiled['inference_ms_p50'] > 0 and set(tiled['rigs']) == {'kuka/front'}
+    table = format_table([plain, tiled])
+    assert '| pad + tiles 2x2 |' in table and 'tiny.onnx + tiles 2x2 | kuka/front' in table
