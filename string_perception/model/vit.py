@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
