@@ -105,6 +105,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               "how a camera frame meets the model's input: pad (the whole frame, letterboxed to the model's aspect "
               'ratio; tokens in the padding give no box) or crop (the largest centred crop: the image sides are not '
               'looked at)', choices=('pad', 'crop'), live=True),
+    ParamSpec('tiling', 'string', 'none',
+              'tiled inference: none, or the whole frame plus R x C overlapping windows (2x2, 3x3; overlap 0.3), '
+              'all boxes merged by one NMS: small objects are seen at up to R x the resolution, for R*C+1 model '
+              'runs a frame (2x2: about 5x the inference time; docs/results/workcell.md)',
+              choices=('none', '2x2', '3x3'), live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),

@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 from rcl_interfaces.msg import SetParametersResult
 
 from .. import node_params as P
+from ..runtime.tiling import TilingConfig, parse_tiling
 
-__all__ = ['on_parameter_updates', 'pipeline_settings']
+__all__ = ['on_parameter_updates', 'pipeline_settings', 'tiling_setting']
 
 
 def pipeline_settings(cfg: Mapping[str, Any], model_metadata: Any) -> dict[str, Any]:
@@ -26,6 +27,11 @@ def pipeline_settings(cfg: Mapping[str, Any], model_metadata: Any) -> dict[str, 
                 nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'], pre_nms_top_k=cfg['pre_nms_top_k'],
                 max_depth_m=cfg['max_depth_m'] or None, nms_class_agnostic=cfg['nms_class_agnostic'],
                 multi_label=cfg['multi_label'], resize_mode=cfg['resize_mode'])
+
+
+def tiling_setting(cfg: Mapping[str, Any]) -> TilingConfig | None:
+    """The ``tiling`` parameter as ``Pipeline.set_tiling``'s argument (``'none'`` -> None)."""
+    return parse_tiling(cfg['tiling'])
 
 
 def on_parameter_updates(updates: Sequence[Any], cfg: dict[str, Any] | None,

@@ -49,7 +49,7 @@ from .inputs import input_specs, subscribe_inputs
 from .latency import OUTPUTS, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node
-from .live_params import on_parameter_updates, pipeline_settings
+from .live_params import on_parameter_updates, pipeline_settings, tiling_setting
 from .outputs import NodeOutputs
 from .synchronizer import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
 from .target_frame import TargetFrame
@@ -116,6 +116,7 @@ class StringPerceptionNode(ManagedNode):
         """Push the live parameters of ``cfg`` into the pipeline (ValueError leaves it unchanged), the input checks,
         the target frame and the outputs; a new ``score_threshold`` is latched on ``~/label_info``."""
         self.pipeline.set_params(**pipeline_settings(cfg, self.pipeline.model.metadata))
+        self.pipeline.set_tiling(tiling_setting(cfg))
         self.inputs.set_live(cfg)
         self.target.set_live(cfg)
         self.outputs.set_live(cfg)

@@ -12,7 +12,7 @@ from std_msgs.msg import Header  # noqa: E402
 
 from string_perception import node_params as P  # noqa: E402
 from string_perception.ros.latency import FrameTiming  # noqa: E402
-from string_perception.ros.live_params import on_parameter_updates, pipeline_settings  # noqa: E402
+from string_perception.ros.live_params import on_parameter_updates, pipeline_settings, tiling_setting  # noqa: E402
 from string_perception.ros.target_frame import TargetFrame  # noqa: E402
 from string_perception.runtime.pipeline import PipelineResult  # noqa: E402
 from string_perception.runtime.postprocess import Detections  # noqa: E402
@@ -126,3 +126,13 @@ def test_pipeline_settings_resolve_the_model_threshold_and_no_depth_limit():
     assert pipeline_settings({**cfg, 'score_threshold': 0.25}, meta)['score_threshold'] == 0.25
     assert set(s) == {'score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k', 'max_depth_m',
                       'nms_class_agnostic', 'multi_label', 'resize_mode'}
+
+
+def test_the_tiling_parameter_maps_to_the_pipeline_tiling_and_refuses_other_grids():
+    assert P.defaults()['tiling'] == 'none' and tiling_setting(P.defaults()) is None   # off unless asked for
+    tiles = tiling_setting({**P.defaults(), 'tiling': '2x2'})
+    assert tiles.grid == (2, 2) and tiles.full_frame_boxes         # whole frame + 4 windows, one merge
+    assert tiling_setting({**P.defaults(), 'tiling': '3x3'}).grid == (3, 3)
+    ok, reason = P.check_updates([('tiling', '4x4')])
+    assert not ok and 'tiling' in reason
+    assert P.SPECS['tiling'].live                                    # switched while the node runs

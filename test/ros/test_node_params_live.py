@@ -16,7 +16,7 @@ LIVE_VALUES = {
     'score_threshold': 0.42, 'nms_iou': 0.45, 'max_detections': 7, 'pre_nms_top_k': 33, 'max_depth_m': 4.5,
     'publish_markers': False, 'marker_alpha': 0.8, 'marker_lifetime': 2.5, 'publish_embedding': False, 'publish_tokens': True,
     'publish_debug_image': True, 'tf_timeout': 0.2, 'max_stamp_future': 3.5, 'stamp_reset_jump': 0.75,
-    'input_timeout': 2.5, 'log_throttle': 1.5,
+    'input_timeout': 2.5, 'log_throttle': 1.5, 'tiling': '2x2',
 }
 NOT_LIVE = {'sync_slop': 0.2, 'sync_queue_size': 3}
 
@@ -57,6 +57,7 @@ SCRIPT = textwrap.dedent('''
                 'marker_alpha': node.outputs.markers.alpha, 'marker_lifetime': node.outputs.markers.lifetime_s,
                 'gate': [node.inputs.gate.max_future_s, node.inputs.gate.reset_jump_s],
                 'watch': node.inputs.watch.timeout_s,
+                'tiling': None if node.pipeline.tiling is None else list(node.pipeline.tiling.grid),
                 'cfg': {k: node.cfg[k] for k in list(live) + list(not_live)},
                 'sync_slop': node._sync.slop.nanoseconds / 1e9}     # a Duration in message_filters and ours
 
@@ -151,6 +152,7 @@ def test_every_live_parameter_reaches_its_sink_while_active(tmp_path, model_path
     assert out['diagnostics_names'] == ['cam_left_perception: pipeline'], out['diagnostics_names']
     assert after['gate'] == [v['max_stamp_future'], v['stamp_reset_jump']]
     assert after['watch'] == v['input_timeout']
+    assert before['tiling'] is None and after['tiling'] == [2, 2]    # the pipeline tiles from the next frame on
     assert {k: after['cfg'][k] for k in live} == live               # what _process reads each frame
 
     # non-live: accepted (ROS stores it) but the running configuration keeps the old value until configure
