@@ -74,7 +74,14 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
     bag_a, bag_b = tmp_path / 'a', tmp_path / 'b'
     # the second round replays the same stamps 0.8 s back in time: with the default stamp_reset_jump (0.25 s)
     # that is a clock reset for the node (as a looping bag), not out-of-order frames
-    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'image_transport': 'compressed'},
+    # lossless inputs: the node's defaults keep only the newest frame (QoS depth 1, best effort: latest wins), and on
+    # a loaded machine a dropped depth image lets the approximate synchroniser pair a colour frame with its
+    # neighbour's depth (within sync_slop), which the offline reader below never does; this test checks that the
+    # node computes what the offline pipeline computes on the same frames, so every input frame must arrive
+    lossless = {f'{inp}_{k}': v for inp in ('image', 'depth', 'camera_info')
+                for k, v in (('qos_depth', 50), ('qos_reliability', 'reliable'))}
+    cmd = node_command(model_path, params={'providers': ['CPUExecutionProvider'], 'image_transport': 'compressed',
+                                           **lossless},
                        remaps={'image': '/camera/color/image_raw', 'depth': CAMERA[1], 'camera_info': CAMERA[2]})
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         node = pg.start_python('node', cmd[1:])
