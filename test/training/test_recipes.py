@@ -12,7 +12,7 @@ from string_perception.training.train import build_parser, config_from_args, res
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / 'config' / 'recipes'
 # The shipped checkpoint -> the recipe of the run that wrote it.
-SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage3.yaml'}
+SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage4.yaml'}
 # Fields that name places on the machine that trained (absolute paths there, relative paths here), never a setting
 # of the run: where it wrote, where it kept the frame cache, where the stage it started from lay.
 MACHINE_PATHS = ('out', 'cache_file', 'init_from')
@@ -48,6 +48,8 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert stage2.init_from == 'runs/wc1/ckpt_001000.pt'    # stage 2 starts where stage 1's recipe keeps a checkpoint
     stage3 = load_recipe(RECIPES / 'vitd_workcell_stage3.yaml')
     assert stage3.init_from == f'{stage2.out}/last.pt'      # stage 3 starts from stage 2's last weights
+    stage4 = load_recipe(RECIPES / 'vitd_workcell_stage4.yaml')
+    assert stage4.init_from == f'{stage3.out}/last.pt'      # stage 4 starts from stage 3's last weights
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
