@@ -29,7 +29,8 @@ import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
 from ..ik import Tool, ik_step, rotation_error, tool_pose
-from .transfer_cube import SIDES, TransferCubeScene
+from .aloha_scene import SIDES
+from .transfer_cube import TransferCubeScene
 
 PAD_CENTRE = np.array([0.135, 0.0, 0.0])    # between the finger pads in gripper_link's frame (sim/cells.py)
 
