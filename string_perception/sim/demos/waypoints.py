@@ -37,6 +37,14 @@ class Track:
         self.R.append(np.asarray(R, float))
         self.g.append(float(g))
 
+    def cut(self, t: int) -> None:
+        """Drop the waypoints after `t` and end the track where it is at `t` (to re-plan from there)."""
+        p, R, g = self.at(t)
+        keep = int(np.searchsorted(self.t, t, side='left'))
+        for seq in (self.t, self.p, self.R, self.g):
+            del seq[keep:]
+        self.add(t, p, R, g)
+
     def at(self, t: int) -> tuple[np.ndarray, np.ndarray, float]:
         k = int(np.searchsorted(self.t, t, side='right'))
         if k == 0:
