@@ -37,7 +37,7 @@ from ..runtime.checksum import weights_sha256
 from ..runtime.model_metadata import ModelMetadata
 from ..runtime.policy_model import POLICY_METADATA_KEY, PolicyMetadata, PolicyModel
 from ..sim.demos.rollout import JOINT_NAMES
-from ..sim.demos.transfer_cube import CONTROL_DT
+from ..sim.demos.aloha_scene import CONTROL_DT
 from .train_bc import load_policy
 
 TASK = 'aloha_transfer_cube'

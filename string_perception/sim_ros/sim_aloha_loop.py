@@ -186,7 +186,8 @@ def _wait_for_controller(loop: _Loop, obs, stamp_ns: int, args, joint_names) -> 
 
 def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir: Path | None) -> EpisodeStats:
     from ..sim.demos.rollout import CellCamera, RolloutConfig
-    from ..sim.demos.transfer_cube import CONTROL_DT, MAX_REWARD, TransferCubeScene
+    from ..sim.demos.aloha_scene import CONTROL_DT
+    from ..sim.demos.transfer_cube import MAX_REWARD, TransferCubeScene
     scene = TransferCubeScene()
     scene.reset(seed)
     camera = CellCamera(scene, RolloutConfig(camera=args.camera, height=args.height, width=args.width))
@@ -261,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.domain_id is not None:
         apply_dds_env(args.domain_id)
     from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig    # mujoco: only when it runs
-    from ..sim.demos.transfer_cube import CONTROL_DT, TransferCubeScene
+    from ..sim.demos.aloha_scene import CONTROL_DT
+    from ..sim.demos.transfer_cube import TransferCubeScene
     import rclpy
     rclpy.init(args=['string-perception-sim-aloha', *ros_args])
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

@@ -1,11 +1,12 @@
-"""Episode outcomes of the transfer-cube task (sim/demos/outcomes.py) on known reward traces: both success rules
+"""Episode outcomes of the transfer-cube and insertion tasks (sim/demos/outcomes.py) on known reward traces: both success rules
 and the one failure category each trace belongs to."""
 import numpy as np
 import pytest
 
 pytest.importorskip('mujoco')  # optional: requirements/sim.txt (sim.demos imports it)
 
-from string_perception.sim.demos.outcomes import (OUTCOMES, episode_outcome, outcome_counts, success_last_step,
+from string_perception.sim.demos.outcomes import (INSERTION_OUTCOMES, OUTCOMES, episode_outcome,
+                                                  insertion_outcome, outcome_counts, success_last_step,
                                                   success_max_reward)
 
 
@@ -48,3 +49,28 @@ def test_empty_or_2d_traces_are_refused():
     for bad in (np.zeros(0), np.zeros((2, 3))):
         with pytest.raises(ValueError):
             episode_outcome(bad)
+
+
+INSERTION_CASES = [   # trace, insertion outcome
+    (trace((0, 400)), 'never_grasped'),
+    (trace((0, 150), (1, 250)), 'not_lifted'),
+    (trace((0, 150), (1, 40), (2, 210)), 'never_met'),
+    (trace((0, 150), (1, 40), (2, 100), (3, 50), (2, 60)), 'pin_missed'),
+    (trace((0, 150), (1, 40), (2, 100), (3, 10), (4, 40), (3, 60)), 'pulled_out'),
+    (trace((0, 150), (1, 40), (2, 100), (3, 10), (4, 100)), 'success'),
+    (trace((0, 150), (4, 5), (0, 245)), 'pulled_out'),
+]
+
+
+@pytest.mark.parametrize('rewards,outcome', INSERTION_CASES)
+def test_known_insertion_traces(rewards, outcome):
+    assert insertion_outcome(rewards) == outcome
+    assert success_max_reward(rewards) is (outcome in ('success', 'pulled_out'))
+    assert success_last_step(rewards) is (outcome == 'success')
+
+
+def test_insertion_counts_use_their_own_table():
+    counts = outcome_counts((insertion_outcome(c[0]) for c in INSERTION_CASES), INSERTION_OUTCOMES)
+    assert tuple(counts) == INSERTION_OUTCOMES and sum(counts.values()) == len(INSERTION_CASES)
+    with pytest.raises(ValueError):
+        outcome_counts(['pin_missed'])                         # not a transfer-cube outcome

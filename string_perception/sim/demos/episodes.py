@@ -23,7 +23,8 @@ import numpy as np
 
 from ..render import SceneRenderer
 from .scripted import TransferCubeDemonstrator, TransferScript
-from .transfer_cube import EPISODE_STEPS, MAX_REWARD, START_ARM_POSE, TransferCubeScene, normalize_gripper
+from .aloha_scene import START_ARM_POSE, normalize_gripper
+from .transfer_cube import EPISODE_STEPS, MAX_REWARD, TransferCubeScene
 
 _MJ_TO_OPTICAL = np.diag([1.0, -1.0, -1.0])   # MuJoCo cameras look along -z with y up
 

@@ -25,7 +25,8 @@ import numpy as np
 from ...runtime.action_chunks import TemporalEnsemble
 from ..render import SceneRenderer
 from .scripted import TransferCubeDemonstrator, TransferScript
-from .transfer_cube import ARM_JOINTS, EPISODE_STEPS, MAX_REWARD, SIDES, TransferCubeScene
+from .aloha_scene import ARM_JOINTS, SIDES
+from .transfer_cube import EPISODE_STEPS, MAX_REWARD, TransferCubeScene
 
 __all__ = ['JOINT_NAMES', 'Observation', 'EpisodeResult', 'RolloutConfig', 'CellCamera', 'StateCamera',
            'make_camera', 'run_episode',

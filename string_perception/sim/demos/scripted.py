@@ -24,14 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import mujoco
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
 
-from ..ik import Tool, ik_step, rotation_error, tool_pose
-from .transfer_cube import SIDES, TransferCubeScene
-
-PAD_CENTRE = np.array([0.135, 0.0, 0.0])    # between the finger pads in gripper_link's frame (sim/cells.py)
+from .transfer_cube import TransferCubeScene
+from .waypoints import ArmIK, Track, tool_axes
 
 
 @dataclass(frozen=True)
@@ -59,60 +55,22 @@ class TransferScript:
     ik_iterations: int = 30
 
 
-def _axes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """[3,3] tool axes (columns x, y, z = x cross y)."""
-    x = x / np.linalg.norm(x)
-    y = y - x * (x @ y)
-    y = y / np.linalg.norm(y)
-    return np.stack([x, y, np.cross(x, y)], axis=1)
-
-
-class _Track:
-    """Piecewise tool trajectory: waypoints (t, position [3], axes [3,3], gripper) interpolated at a time step."""
-
-    def __init__(self):
-        self.t, self.p, self.R, self.g = [], [], [], []
-
-    def add(self, t: int, p, R, g: float) -> None:
-        self.t.append(t)
-        self.p.append(np.asarray(p, float))
-        self.R.append(np.asarray(R, float))
-        self.g.append(float(g))
-
-    def at(self, t: int) -> tuple[np.ndarray, np.ndarray, float]:
-        k = int(np.searchsorted(self.t, t, side='right'))
-        if k == 0:
-            return self.p[0], self.R[0], self.g[0]
-        if k >= len(self.t):
-            return self.p[-1], self.R[-1], self.g[-1]
-        t0, t1 = self.t[k - 1], self.t[k]
-        u = (t - t0) / (t1 - t0)
-        slerp = Slerp([0.0, 1.0], Rotation.from_matrix(np.stack([self.R[k - 1], self.R[k]])))
-        return ((1 - u) * self.p[k - 1] + u * self.p[k], slerp([u]).as_matrix()[0],
-                (1 - u) * self.g[k - 1] + u * self.g[k])
-
-
 class TransferCubeDemonstrator:
     """policy(step) -> 14-D action for a scene just reset (the cube resting where reset put it)."""
 
     def __init__(self, scene: TransferCubeScene, script: TransferScript = TransferScript()):
         self.scene, self.s = scene, script
-        m, d = scene.model, scene.data
-        self.tools = {side: Tool(m.body(f'vx300s_{side}/gripper_link').id, PAD_CENTRE, np.eye(3)) for side in SIDES}
-        self.scratch = mujoco.MjData(m)
-        self.scratch.qpos[:] = d.qpos
-        mujoco.mj_kinematics(m, self.scratch)
-        self.q = {side: d.qpos[scene.arm_qpos[side]].copy() for side in SIDES}
-        start = {side: tool_pose(self.scratch, self.tools[side]) for side in SIDES}
+        self.arms = ArmIK(scene, script.ik_iterations)
+        start = self.arms.start
         a = np.radians(script.pick_tilt_deg)
-        self.R_pick = _axes(np.array([-np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, -1.0, 0.0]))
-        self.R_left = _axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
+        self.R_pick = tool_axes(np.array([-np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, -1.0, 0.0]))
+        self.R_left = tool_axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
         meet = np.asarray(script.meet, float)
         box = scene.box_position()
         box[2] = scene.model.geom_size[scene.box_geom][2]                 # resting on the table (z = half size)
         grasp = box + [0.0, 0.0, script.grasp_dz_m]
         s = script
-        right = _Track()
+        right = Track()
         right.add(0, *start['right'], 1.0)
         if s.t_pitch > 0:
             right.add(s.t_pitch, start['right'][0], self.R_pick, 1.0)
@@ -134,11 +92,11 @@ class TransferCubeDemonstrator:
         s = self.s
         return np.asarray(s.meet, float) + [s.left_grasp_dx_m - s.left_standoff_m, 0.0, 0.0]
 
-    def _plan_left(self) -> _Track:
+    def _plan_left(self) -> Track:
         """Left waypoints: to a stand-off left of the meeting point, then (planned at t_meet from the cube's
         measured position) in to the grasp, close, hold while the right opens, pull away along -x."""
         s = self.s
-        left = _Track()
+        left = Track()
         left.add(0, *self.left_start, 1.0)
         left.add(s.t_left_ready, self._ready(), self.R_left, 1.0)
         if self.left_planned:
@@ -150,27 +108,8 @@ class TransferCubeDemonstrator:
             left.add(s.t_end, grasp - [s.left_standoff_m, 0.0, 0.0], self.R_left, 0.0)
         return left
 
-    def _ik(self, side: str, p: np.ndarray, R: np.ndarray) -> np.ndarray:
-        sc, m = self.scene, self.scene.model
-        self.scratch.qpos[sc.arm_qpos[side]] = self.q[side]
-        for _ in range(self.s.ik_iterations):
-            mujoco.mj_kinematics(m, self.scratch)
-            p_now, R_now = tool_pose(self.scratch, self.tools[side])
-            if np.linalg.norm(p - p_now) < 5e-4 and np.linalg.norm(rotation_error(R, R_now)) < 5e-3:
-                break
-            mujoco.mj_comPos(m, self.scratch)
-            self.scratch.qpos[sc.arm_qpos[side]] = ik_step(m, self.scratch, self.tools[side], sc.arm_qpos[side],
-                                                           sc.arm_dof[side], sc.arm_range[side], p, R, 0.2,
-                                                           damping=0.01)
-        self.q[side] = self.scratch.qpos[sc.arm_qpos[side]].copy()
-        return self.q[side]
-
     def __call__(self, step: int) -> np.ndarray:
         if not self.left_planned and step >= self.s.t_meet:
             self.left_planned = True
             self.left = self._plan_left()
-        out = []
-        for side, track in (('left', self.left), ('right', self.right)):
-            p, R, g = track.at(step)
-            out.extend([*self._ik(side, p, R), g])
-        return np.array(out)                                          # [14] gym-aloha action layout
+        return self.arms.action({'left': self.left, 'right': self.right}, step)   # [14] gym-aloha layout
