@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from benchmarks import aloha_policy  # noqa: E402
 from benchmarks.aloha_encoding_study import sample_sd  # noqa: E402
 from benchmarks.common import table4  # noqa: E402
+from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.policy import train_localiser  # noqa: E402
 from string_perception.training.schedule import lr_factor  # noqa: E402
 
@@ -54,9 +55,8 @@ def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, proces
     (data.privileged_state of the cube), seeds int64 [S], n_train."""
     from string_perception.policy.data import privileged_state
     from string_perception.runtime.preprocess import prepare_inputs
-    a, b = (int(x) for x in train_seeds.split(':'))
-    c, d = (int(x) for x in test_seeds.split(':'))
-    seeds = list(range(a, b)) + list(range(c, d))
+    train_range, test_range = parse_seed_range(train_seeds), parse_seed_range(test_seeds)
+    seeds = list(train_range) + list(test_range)
     if path.exists():
         cached = dict(np.load(path))
         if list(cached['seeds']) == seeds and tuple(cached['image'].shape[1:3]) == tuple(model_hw):
@@ -67,7 +67,7 @@ def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, proces
             frames[k].append(v[0])
         frames['state'].append(privileged_state(cube))
     out = {k: np.stack(v) for k, v in frames.items()}
-    out.update(seeds=np.asarray(seeds, np.int64), n_train=np.int64(b - a))
+    out.update(seeds=np.asarray(seeds, np.int64), n_train=np.int64(len(train_range)))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **out)
     return out

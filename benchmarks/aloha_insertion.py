@@ -18,15 +18,11 @@ import time
 
 import numpy as np
 
+from string_perception.cli import parse_seed_range
 from string_perception.sim.demos.insertion import EPISODE_STEPS, InsertionScene
 from string_perception.sim.demos.insertion_script import InsertionDemonstrator, InsertionScript
 from string_perception.sim.demos.outcomes import (INSERTION_OUTCOMES, insertion_outcome, outcome_counts,
                                                   success_last_step, success_max_reward)
-
-
-def parse_range(text: str) -> range:
-    a, b = (int(x) for x in text.split(':'))
-    return range(a, b)
 
 
 def parse_script(assignments: list[str]) -> InsertionScript:
@@ -56,7 +52,7 @@ def run_demonstration(seed: int, script: InsertionScript, steps: int = EPISODE_S
 def cmd_demos(args) -> int:
     script = parse_script(args.set)
     c0 = time.process_time()
-    traces = {seed: run_demonstration(seed, script) for seed in parse_range(args.seeds)}
+    traces = {seed: run_demonstration(seed, script) for seed in parse_seed_range(args.seeds)}
     outcomes = {seed: insertion_outcome(r) for seed, r in traces.items()}
     n = len(traces)
     print(json.dumps(dict(

@@ -26,6 +26,7 @@ os.environ.setdefault('LP_NUM_THREADS', '1')
 
 import numpy as np  # noqa: E402
 
+from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.paths import shipped_policy_pair  # noqa: E402
 from string_perception.sim.demos.outcomes import episode_outcome, outcome_counts, success_max_reward  # noqa: E402
 from string_perception.sim.demos.rollout import (OnnxActor, RolloutConfig, record_demonstration,  # noqa: E402
@@ -199,7 +200,7 @@ def summarize(rows: list[dict]) -> dict:
 
 
 def cmd_eval(args) -> int:
-    a, b = (int(x) for x in args.seeds.split(':'))
+    seeds = parse_seed_range(args.seeds)
     if not (args.perception or args.policy or args.privileged or args.torch):      # the shipped controller
         args.perception, args.policy = (str(p) for p in shipped_policy_pair())
     elif bool(args.perception) != bool(args.policy):
@@ -208,8 +209,8 @@ def cmd_eval(args) -> int:
                 query_every=args.query_every, cube_noise_m=args.cube_noise_m, cube_estimator=args.cube_estimator)
     if (args.cube_noise_m or args.cube_estimator) and not args.privileged:
         raise SystemExit('--cube-noise-m / --cube-estimator apply to a --privileged policy')
-    jobs = [(s, spec) for s in range(a, b)]
-    print(f'load average {os.getloadavg()[0]:.2f}; evaluating {len(jobs)} seeds {a}..{b - 1}, '
+    jobs = [(s, spec) for s in seeds]
+    print(f'load average {os.getloadavg()[0]:.2f}; evaluating {len(jobs)} seeds {seeds.start}..{seeds.stop - 1}, '
           f'{args.processes} process(es)', flush=True)
     t0, rows = time.perf_counter(), []
     for row in _pool_map(_evaluate, jobs, args.processes):

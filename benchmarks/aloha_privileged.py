@@ -27,6 +27,7 @@ os.environ.setdefault('LP_NUM_THREADS', '1')
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.policy.config import PolicyConfig  # noqa: E402
 from string_perception.policy.privileged import PrivilegedActor  # noqa: E402
 from string_perception.policy.train_bc import train  # noqa: E402
@@ -70,11 +71,6 @@ def resolve(name: str) -> tuple[dict, dict, str]:
         return dict(train_over), dict(roll_over), name
     t, r, trained_as = resolve(parent)
     return {**t, **train_over}, {**r, **roll_over}, (name if train_over else trained_as)
-
-
-def parse_range(text: str) -> range:
-    a, b = (int(x) for x in text.split(':'))
-    return range(a, b)
 
 
 def demo_path(out: Path, seed: int) -> Path:
@@ -151,7 +147,7 @@ def run_variant(name: str, policy_seed: int, root: Path, demos: Path, seeds: ran
 def cmd_variant(args) -> int:
     torch.set_num_threads(1)
     for s in args.policy_seeds:
-        summary = run_variant(args.name, s, args.root, args.demos, parse_range(args.seeds), not args.no_progress)
+        summary = run_variant(args.name, s, args.root, args.demos, parse_seed_range(args.seeds), not args.no_progress)
         print(json.dumps(summary), flush=True)
     return 0
 
@@ -159,7 +155,7 @@ def cmd_variant(args) -> int:
 def cmd_eval(args) -> int:
     torch.set_num_threads(1)
     over = {k: v for k, v in (('query_every', args.query_every), ('temporal_ensemble_m', args.m)) if v is not None}
-    res = evaluate(args.checkpoint, parse_range(args.seeds), over)
+    res = evaluate(args.checkpoint, parse_seed_range(args.seeds), over)
     print(json.dumps(res['summary']))
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1))

@@ -28,6 +28,7 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 
 import numpy as np  # noqa: E402
 
+from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.domain_reservation import reserved_domain_id  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,8 +40,7 @@ def load() -> str:
 
 def parse_seeds(text: str) -> list[int]:
     if ':' in text:
-        a, b = text.split(':')
-        return list(range(int(a), int(b)))
+        return list(parse_seed_range(text))
     return [int(s) for s in text.split(',')]
 
 

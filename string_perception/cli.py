@@ -2,6 +2,7 @@
 
 ``parse_kv`` is the ``type=`` of every repeatable ``--model`` / ``--scene`` / ``--sim`` / ``--loss`` / ``--matcher``
 ``KEY=VALUE`` option (``string-perception-train``, ``string-perception-eval-checkpoint``, the bag evaluator).
+``parse_seed_range`` reads the ``FIRST:END`` seed ranges of the localiser trainer and the policy benchmarks.
 """
 from __future__ import annotations
 
@@ -23,4 +24,10 @@ def parse_kv(text: str) -> tuple[str, Any]:
         return k, v
 
 
-__all__ = ['parse_kv']
+def parse_seed_range(text: str) -> range:
+    """``'FIRST:END'`` -> ``range(FIRST, END)`` (END excluded); ``ValueError`` for anything else."""
+    a, b = (int(x) for x in text.split(':'))
+    return range(a, b)
+
+
+__all__ = ['parse_kv', 'parse_seed_range']

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..cli import parse_seed_range
 from ..runtime.preprocess import prepare_inputs
 from ..sim.demos.rollout import CellCamera, RolloutConfig
 from ..sim.demos.transfer_cube import TransferCubeScene
@@ -57,11 +58,6 @@ class LocaliserConfig:
     threads: int = 1                             # torch threads
     processes: int = 1                           # render processes
     out: Path | None = None                      # None: nothing saved
-
-
-def _seed_range(text: str) -> range:
-    a, b = (int(x) for x in text.split(':'))
-    return range(a, b)
 
 
 def start_frame(seed: int) -> tuple:
@@ -95,7 +91,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
     ``probe.json`` holds: the rows (one per probe, with its errors along ``save_at``), render wall time, encode
     and probe CPU time, load average, the config."""
     torch.set_num_threads(cfg.threads)
-    train_range, test_range = _seed_range(cfg.train_seeds), _seed_range(cfg.test_seeds)
+    train_range, test_range = parse_seed_range(cfg.train_seeds), parse_seed_range(cfg.test_seeds)
     seeds = list(train_range) + list(test_range)
     out_dir = None if cfg.out is None else Path(cfg.out)
     t0, c0 = time.perf_counter(), time.process_time()
