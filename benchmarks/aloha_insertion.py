@@ -16,11 +16,8 @@ import dataclasses
 import json
 import time
 
-import numpy as np
-
 from string_perception.cli import parse_seed_range
-from string_perception.sim.demos.insertion import EPISODE_STEPS, InsertionScene
-from string_perception.sim.demos.insertion_script import InsertionDemonstrator, InsertionScript
+from string_perception.sim.demos.insertion_script import InsertionScript, run_demonstration
 from string_perception.sim.demos.outcomes import (INSERTION_OUTCOMES, insertion_outcome, outcome_counts,
                                                   success_last_step, success_max_reward)
 
@@ -35,18 +32,6 @@ def parse_script(assignments: list[str]) -> InsertionScript:
             raise SystemExit(f'unknown InsertionScript field {key!r}')
         over[key] = ast.literal_eval(value)
     return InsertionScript(**over)
-
-
-def run_demonstration(seed: int, script: InsertionScript, steps: int = EPISODE_STEPS) -> np.ndarray:
-    """int8 [steps] gym-aloha rewards of the scripted demonstrator on `seed` (physics only)."""
-    scene = InsertionScene()
-    scene.reset(seed)
-    policy = InsertionDemonstrator(scene, script)
-    rewards = np.zeros(steps, np.int8)
-    for t in range(steps):
-        scene.step(policy(t))
-        rewards[t] = scene.reward()
-    return rewards
 
 
 def cmd_demos(args) -> int:

@@ -7,8 +7,7 @@ import pytest
 
 pytest.importorskip('mujoco')  # optional: requirements/sim.txt
 
-from benchmarks.aloha_insertion import run_demonstration  # noqa: E402
-from string_perception.sim.demos.insertion_script import InsertionScript  # noqa: E402
+from string_perception.sim.demos.insertion_script import InsertionScript, run_demonstration  # noqa: E402
 from string_perception.sim.demos.outcomes import insertion_outcome  # noqa: E402
 from string_perception.sim.demos.waypoints import Track  # noqa: E402
 

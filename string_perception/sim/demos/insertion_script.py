@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .insertion import InsertionScene
+from .insertion import EPISODE_STEPS, InsertionScene
 from .waypoints import ArmIK, Track, tool_axes
 
 
@@ -102,3 +102,15 @@ class InsertionDemonstrator:
         if step in self.s.plan_steps:
             self._plan_insertion(step)
         return self.arms.action(self.tracks, step)                            # [14] gym-aloha layout
+
+
+def run_demonstration(seed: int, script: InsertionScript = InsertionScript(), steps: int = EPISODE_STEPS) -> np.ndarray:
+    """int8 [steps] gym-aloha rewards of the scripted demonstrator on ``seed`` (physics only, nothing rendered)."""
+    scene = InsertionScene()
+    scene.reset(seed)
+    policy = InsertionDemonstrator(scene, script)
+    rewards = np.zeros(steps, np.int8)
+    for t in range(steps):
+        scene.step(policy(t))
+        rewards[t] = scene.reward()
+    return rewards
