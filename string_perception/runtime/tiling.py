@@ -20,7 +20,8 @@ of the overlap is dropped by both windows. Measured on the workcell test frames 
 inference"), the rule costs more than it saves, so the default margin is 0 (boxes beyond a window are still dropped). The full-frame pass keeps its boxes
 (``full_frame_boxes``) for objects larger than a window.
 
-Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2`` and the future node parameter): ``'none'``,
+Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2``; the node's ``tiling`` parameter takes ``none``, ``2x2``
+or ``3x3``): ``'none'``,
 ``'2x2'``, ``'2x2,overlap=0.2,margin=0.05,full=0,batch=0,agnostic=1'``.
 """
 from __future__ import annotations
