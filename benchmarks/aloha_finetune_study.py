@@ -49,25 +49,27 @@ RESULT_FILE = 'finetune.json'
 ARMS = ('frozen', 'finetuned')
 
 
-def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, processes: int) -> dict[str, np.ndarray]:
-    """Step-0 frames of the training and held-out reset seeds at the model's input size, rendered once into
-    ``path`` (npz): image uint8 [S,H,W,3], depth float32 [S,H,W], intrinsics [S,3,3], state float32 [S,3]
-    (data.privileged_state of the cube), seeds int64 [S], n_train."""
+def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, processes: int,
+                 task: str = 'transfer_cube') -> dict[str, np.ndarray]:
+    """Step-0 frames of the training and held-out reset seeds of ``task`` at the model's input size, rendered once
+    into ``path`` (npz): image uint8 [S,H,W,3], depth float32 [S,H,W], intrinsics [S,3,3], state float32 [S,D]
+    (data.privileged_state of the task's objects), seeds int64 [S], n_train, task."""
     from string_perception.policy.data import privileged_state
     from string_perception.runtime.preprocess import prepare_inputs
     train_range, test_range = parse_seed_range(train_seeds), parse_seed_range(test_seeds)
     seeds = list(train_range) + list(test_range)
     if path.exists():
         cached = dict(np.load(path))
-        if list(cached['seeds']) == seeds and tuple(cached['image'].shape[1:3]) == tuple(model_hw):
+        if (list(cached['seeds']) == seeds and tuple(cached['image'].shape[1:3]) == tuple(model_hw)
+                and str(cached.get('task', 'transfer_cube')) == task):
             return cached
     frames = {'image': [], 'depth': [], 'intrinsics': [], 'state': []}
-    for color, depth, K, cube in train_localiser.start_frames(seeds, processes):
+    for color, depth, K, xyz in train_localiser.start_frames(seeds, processes, task):
         for k, v in prepare_inputs(color, depth, K, model_hw, resize_mode='crop').feed().items():
             frames[k].append(v[0])
-        frames['state'].append(privileged_state(cube))
+        frames['state'].append(privileged_state(xyz, task))
     out = {k: np.stack(v) for k, v in frames.items()}
-    out.update(seeds=np.asarray(seeds, np.int64), n_train=np.int64(len(train_range)))
+    out.update(seeds=np.asarray(seeds, np.int64), n_train=np.int64(len(train_range)), task=np.str_(task))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **out)
     return out
@@ -83,9 +85,10 @@ def _embed(policy, frames, idx, tokens):
 
 
 def heldout_error_cm(policy, aux, frames, tokens, batch: int = 50) -> dict[str, float]:
-    """Median / mean / p90 distance (cm) between the localised and the true cube start on the held-out seeds."""
+    """Median / mean / p90 distance (cm) between the localised and the true object starts on the held-out seeds
+    (over seeds x objects), and the median of each seed's worse object."""
     import torch
-    from string_perception.policy.data import BOX_SCALE
+    from string_perception.policy.data import object_errors_m
     n_train = int(frames['n_train'])
     test = np.arange(n_train, len(frames['seeds']))
     was = policy.vitd.policy_head.training
@@ -93,9 +96,11 @@ def heldout_error_cm(policy, aux, frames, tokens, batch: int = 50) -> dict[str, 
     with torch.no_grad():
         pred = torch.cat([aux(_embed(policy, frames, test[i:i + batch], tokens)) for i in range(0, len(test), batch)])
     policy.vitd.policy_head.train(was)
-    err = ((pred - torch.as_tensor(frames['state'][test])).norm(dim=-1) * BOX_SCALE).numpy() * 100
+    per_object = object_errors_m(pred, torch.as_tensor(frames['state'][test])).numpy() * 100     # [S,O] cm
+    err = per_object.ravel()
     return dict(test_median_cm=float(np.median(err)), test_mean_cm=float(err.mean()),
-                test_p90_cm=float(np.percentile(err, 90)))
+                test_p90_cm=float(np.percentile(err, 90)), test_worst_object_median_cm=float(np.median(
+                    per_object.max(axis=1))))
 
 
 def train_arm(localiser: Path, frames: dict, arm: str, *, steps: int, batch_size: int, head_lr: float,
@@ -172,8 +177,9 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     probe, probe_aux, probe_ck = load_localiser(args.localiser)
+    task = str(probe_ck.get('task', 'transfer_cube'))
     frames = start_frames(Path(args.frames), args.train_seeds, args.test_seeds, probe.vitd.config.image_size,
-                          args.processes)
+                          args.processes, task)
     start_error = heldout_error_cm(probe, probe_aux, frames, None)
     rows = []
     for arm in args.arms:
@@ -184,7 +190,8 @@ def cmd_run(args) -> int:
             saved = []
 
             def on_save(step, policy, aux, row, arm_dir=arm_dir, saved=saved):
-                save_localiser(arm_dir / f'step{step}.pt', policy, aux, row, encoder_frozen=row['arm'] == 'frozen')
+                save_localiser(arm_dir / f'step{step}.pt', policy, aux, row, encoder_frozen=row['arm'] == 'frozen',
+                               task=task)
                 saved.append(row)
                 print(json.dumps(row), flush=True)
             train_arm(Path(args.localiser), frames, arm, steps=args.steps, batch_size=args.batch_size,

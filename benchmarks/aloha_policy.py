@@ -28,9 +28,10 @@ import numpy as np  # noqa: E402
 
 from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.paths import shipped_policy_pair  # noqa: E402
-from string_perception.sim.demos.outcomes import episode_outcome, outcome_counts, success_max_reward  # noqa: E402
+from string_perception.sim.demos.outcomes import outcome_counts, success_max_reward  # noqa: E402
 from string_perception.sim.demos.rollout import (OnnxActor, RolloutConfig, record_demonstration,  # noqa: E402
                                                  run_episode)
+from string_perception.sim.demos.tasks import get_task  # noqa: E402
 
 
 def _record(job) -> tuple:
@@ -89,20 +90,22 @@ class PrivilegedActor:
         import torch
         from string_perception.policy.data import BOX_SCALE, privileged_state
         if obs.step == 0:
-            truth = privileged_state(obs.cube_xyz)
+            truth = privileged_state(obs.object_xyz, self.cfg.task)
             if self.estimator is not None:
                 state = self.estimator(obs)
-                self.errors_m.append(float(np.linalg.norm(state - truth) * BOX_SCALE))
+                self.errors_m.append(float(np.linalg.norm((state - truth).reshape(-1, 3), axis=-1).max()
+                                           * BOX_SCALE))                             # the worse object
             else:
                 # the episode's own noise: seeded by its cube position (the Observation has no seed)
-                rng = np.random.default_rng(np.frombuffer(np.asarray(obs.cube_xyz, np.float64).tobytes(), np.uint32))
-                state = privileged_state(np.asarray(obs.cube_xyz) + rng.normal(0.0, self.cube_noise_m, 3))
-            self.state = torch.as_tensor(state, dtype=torch.float32)[None]              # [1,3]
+                rng = np.random.default_rng(np.frombuffer(np.asarray(obs.object_xyz, np.float64).tobytes(), np.uint32))
+                xyz = np.asarray(obs.object_xyz)
+                state = privileged_state(xyz + rng.normal(0.0, self.cube_noise_m, xyz.shape), self.cfg.task)
+            self.state = torch.as_tensor(state, dtype=torch.float32)[None]              # [1,D]
         with torch.no_grad():
             return self.head(self.state, torch.as_tensor(obs.qpos, dtype=torch.float32)[None])[0].numpy()
 
     def rollout_config(self, **overrides):
-        base = dict(chunk_size=self.cfg.chunk_size, query_every=self.cfg.query_every,
+        base = dict(task=self.cfg.task, chunk_size=self.cfg.chunk_size, query_every=self.cfg.query_every,
                     temporal_ensemble_m=self.cfg.temporal_ensemble_m)
         return RolloutConfig(**{**base, **overrides})
 
@@ -176,9 +179,10 @@ def _evaluate(job) -> dict:
     seed, spec = job
     actor = actor_for(spec)
     overrides = {} if spec.get('query_every') is None else {'query_every': spec['query_every']}
-    r = run_episode(seed, actor, actor.rollout_config(**overrides))
-    row = dict(seed=seed, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
-               success_max=success_max_reward(r.rewards), outcome=episode_outcome(r.rewards),
+    cfg = actor.rollout_config(**overrides)
+    r = run_episode(seed, actor, cfg)
+    row = dict(seed=seed, task=cfg.task, success=r.success, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
+               success_max=success_max_reward(r.rewards), outcome=get_task(cfg.task).outcome(r.rewards),
                cpu_s=r.cpu_s, render_cpu_s=r.render_cpu_s, act_cpu_s=r.act_cpu_s, queries=r.queries)
     if getattr(actor, 'errors_m', None):
         row['cube_error_m'] = actor.errors_m[-1]
@@ -188,9 +192,10 @@ def _evaluate(job) -> dict:
 def summarize(rows: list[dict]) -> dict:
     n = len(rows)
     stages = {k: sum(r['max_reward'] == k for r in rows) for k in range(5)}
-    return dict(episodes=n, success=sum(r['success'] for r in rows), success_rate=sum(r['success'] for r in rows) / n,
+    task = get_task(rows[0].get('task', 'transfer_cube'))
+    return dict(task=task.name, episodes=n, success=sum(r['success'] for r in rows), success_rate=sum(r['success'] for r in rows) / n,
                 success_max=sum(r['success_max'] for r in rows),
-                outcomes=outcome_counts(r['outcome'] for r in rows),
+                outcomes=outcome_counts((r['outcome'] for r in rows), task.outcomes),
                 reached={k: sum(r['max_reward'] >= k for r in rows) for k in range(1, 5)}, max_stage=stages,
                 cpu_s_per_episode=float(np.mean([r['cpu_s'] for r in rows])),
                 render_cpu_s_per_episode=float(np.mean([r['render_cpu_s'] for r in rows])),

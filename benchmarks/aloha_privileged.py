@@ -31,10 +31,11 @@ from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.policy.config import PolicyConfig  # noqa: E402
 from string_perception.policy.privileged import PrivilegedActor  # noqa: E402
 from string_perception.policy.train_bc import train  # noqa: E402
-from string_perception.sim.demos.outcomes import (OUTCOMES, episode_outcome, outcome_counts,  # noqa: E402
-                                                  success_last_step, success_max_reward)
+from string_perception.sim.demos.outcomes import (outcome_counts, success_last_step,  # noqa: E402
+                                                  success_max_reward)
 from string_perception.sim.demos.rollout import RolloutConfig, record_demonstration, run_episode  # noqa: E402
 from string_perception.sim.demos.scripted import TransferScript  # noqa: E402
+from string_perception.sim.demos.tasks import TASK_NAMES, get_task  # noqa: E402
 
 ROOT = Path('/work/runs/policy')
 EVAL_SEEDS = '1000:1050'
@@ -60,6 +61,14 @@ VARIANTS: dict[str, tuple[str, str | None, dict, dict]] = {
     'pitch45_wide': ('pitch45 + head 1024 wide, 4 layers', 'pitch45', {'hidden': 1024, 'layers': 4}, {}),
     'pitch45_10k': ('pitch45 + 10000 steps', 'pitch45', {'steps': 10000}, {}),
     'pitch45_query1': ('pitch45, query every step', 'pitch45', {}, {'query_every': 1}),
+    # insertion (item 5): peg + socket start positions (6-D) instead of the cube's; its demos in demos_insertion
+    'ins_baseline': ('insertion: the transfer-cube recipe (45 demos, every 4th step, K 50, query every 10, m 0.01, '
+                     '3000 steps)', None, {'task': 'insertion', 'demos': 'demos_insertion'}, {}),
+    'ins_demos200': ('200 train demos', 'ins_baseline', {'episodes': 205}, {}),
+    'ins_demos500': ('500 train demos', 'ins_baseline', {'episodes': 505}, {}),
+    'ins_query1': ('query every step (ACT)', 'ins_baseline', {}, {'query_every': 1}),
+    'ins_wide': ('head 1024 wide, 4 layers', 'ins_baseline', {'hidden': 1024, 'layers': 4}, {}),
+    'ins_steps10k': ('10000 training steps instead of 3000', 'ins_baseline', {'steps': 10000}, {}),
 }
 
 
@@ -80,14 +89,14 @@ def demo_path(out: Path, seed: int) -> Path:
 def cmd_record(args) -> int:
     """Physics-only scripted demos on seeds first..first+episodes-1; existing files are kept (resumable)."""
     args.out.mkdir(parents=True, exist_ok=True)
-    cfg = RolloutConfig(render=False)
+    cfg = RolloutConfig(task=args.task, render=False)
+    script = TransferScript(t_pitch=args.t_pitch) if args.task == 'transfer_cube' else None
     done, failed, c0 = 0, [], time.process_time()
     for seed in range(args.first_seed, args.first_seed + args.episodes):
         p = demo_path(args.out, seed)
         if p.exists():
             continue
-        demo = record_demonstration(seed, args.frame_every, cfg, TransferScript(t_pitch=args.t_pitch),
-                                    action_noise_std=args.action_noise)
+        demo = record_demonstration(seed, args.frame_every, cfg, script, action_noise_std=args.action_noise)
         tmp = p.with_name('tmp_' + p.name)                 # not a demo_*.npz until complete
         np.savez_compressed(tmp, **demo)
         tmp.replace(p)
@@ -102,18 +111,19 @@ def evaluate(checkpoint, seeds: range, rollout_overrides: dict) -> dict:
     """Closed-loop episodes of a privileged checkpoint -> {'summary', 'episodes'} (both success rules, outcomes)."""
     actor = PrivilegedActor(checkpoint)
     cfg = actor.rollout_config(**rollout_overrides)
+    task = get_task(cfg.task)
     rows, c0 = [], time.process_time()
     for seed in seeds:
         r = run_episode(seed, actor, cfg)
         rows.append(dict(seed=seed, max_reward=r.max_reward, final_reward=int(r.rewards[-1]),
                          success_max=success_max_reward(r.rewards), success_last=success_last_step(r.rewards),
-                         outcome=episode_outcome(r.rewards),
+                         outcome=task.outcome(r.rewards),
                          first_step={k: int(np.argmax(r.rewards >= k)) if (r.rewards >= k).any() else None
                                      for k in range(1, 5)}))
     n = len(rows)
     summary = dict(episodes=n, success_max=sum(r['success_max'] for r in rows),
                    success_last=sum(r['success_last'] for r in rows),
-                   outcomes=outcome_counts(r['outcome'] for r in rows),
+                   outcomes=outcome_counts((r['outcome'] for r in rows), task.outcomes), task=task.name,
                    rollout={k: v for k, v in dataclasses.asdict(cfg).items()
                             if k in ('chunk_size', 'query_every', 'temporal_ensemble_m', 'render')},
                    cpu_s=round(time.process_time() - c0, 1), checkpoint=str(checkpoint))
@@ -171,18 +181,19 @@ def table_rows(root: Path) -> list[str]:
         if not evals:
             continue
         sums = [json.loads(p.read_text())['summary'] for p in evals]
+        outcomes = get_task(sums[0].get('task', 'transfer_cube')).outcomes
         rates = np.array([100.0 * s['success_max'] / s['episodes'] for s in sums])
         per_seed = ', '.join(f"s{s['policy_seed']}: {s['success_max']}/{s['success_last']}" for s in sums)
-        oc = {k: sum(s['outcomes'][k] for s in sums) for k in OUTCOMES}
+        oc = {k: sum(s['outcomes'][k] for s in sums) for k in outcomes}
         sd = f' ± {rates.std(ddof=1):.1f}' if len(rates) > 1 else ''
         rows.append(f"| {name} | {VARIANTS[name][0]} | {per_seed} | {rates.mean():.1f}{sd} % | "
-                    + ' / '.join(str(oc[k]) for k in OUTCOMES) + ' |')
+                    + ' / '.join(f'{oc[k]} {k}' for k in outcomes if oc[k]) + ' |')
     return rows
 
 
 def cmd_table(args) -> int:
     print('| variant | change | max-reward / last-step successes of 50, per policy seed | success (max rule) '
-          '| ' + ' / '.join(OUTCOMES) + ' |')
+          '| outcomes |')
     print('| --- | --- | --- | --- | --- |')
     print('\n'.join(table_rows(args.root)))
     return 0
@@ -194,6 +205,7 @@ def main(argv=None) -> int:
     r = sub.add_parser('record', help='physics-only scripted demos (resumable)')
     r.add_argument('--episodes', type=int, default=505)
     r.add_argument('--first-seed', type=int, default=0)
+    r.add_argument('--task', choices=TASK_NAMES, default='transfer_cube')
     r.add_argument('--frame-every', type=int, default=4)
     r.add_argument('--action-noise', type=float, default=0.0,
                    help='DART: executed actions get Gaussian noise of this std (rad, arm joints), labels stay clean')

@@ -6,19 +6,21 @@ from dataclasses import dataclass
 from typing import Any
 
 OBSERVATIONS = ('vision', 'privileged')
+TASKS = ('transfer_cube', 'insertion')         # sim/demos/tasks.TASK_NAMES (checked there too)
 
 
 @dataclass
 class PolicyConfig:
     # data
+    task: str = 'transfer_cube'                 # the demos' task (sim/demos/tasks.py): transfer_cube | insertion
     demos: str = 'runs/aloha_policy/demos'      # demo_<seed>.npz (sim/demos/rollout.record_demonstration)
     val_episodes: int = 5                       # the last demos (by seed) are held out for the validation loss
     episodes: int = 0                           # use the first N demos by seed (0: all of the directory); the
                                                 # last val_episodes of them are the validation split
     sample_every: int = 0                       # 0: one sample per recorded frame (the demo's frame_steps);
                                                 # n: one per n-th control step (privileged only: no frames needed)
-    # observation: 'vision' = the ViTD policy embedding of the top camera; 'privileged' = the cube's initial
-    # position instead (no camera): separates behaviour-cloning error from vision error
+    # observation: 'vision' = the ViTD policy embedding of the top camera; 'privileged' = the task objects'
+    # initial positions instead (no camera): separates behaviour-cloning error from vision error
     observation: str = 'vision'
     encoder_checkpoint: str = 'models/vitd_tiny_cayley.pt'   # a ViTD detector checkpoint (its architecture)
     finetune: bool = False                      # False: encoder frozen, tokens cached once (fp16), only the
@@ -55,6 +57,8 @@ class PolicyConfig:
     encode_batch: int = 32                      # frames per encoder forward when caching tokens
 
     def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f'task must be one of {TASKS}, got {self.task!r}')
         if self.observation not in OBSERVATIONS:
             raise ValueError(f'observation must be one of {OBSERVATIONS}, got {self.observation!r}')
         if not 1 <= self.query_every <= self.chunk_size:

@@ -14,21 +14,34 @@ import torch
 from tqdm import tqdm
 
 from ..runtime.preprocess import prepare_inputs
+from ..sim.demos.tasks import STATE_SCALE, get_task
 
-BOX_CENTRE = np.array([0.1, 0.5, 0.05])     # middle of gym-aloha's cube range (transfer_cube.BOX_RANGE)
-BOX_SCALE = 0.1                             # metres -> about [-1, 1]
+BOX_SCALE = STATE_SCALE                     # metres per unit of the scaled privileged state (every task)
 STD_FLOOR = 1e-2
+LEGACY_TASK = 'transfer_cube'               # demos recorded before tasks.py: key cube_xyz, no task
 
 
 def load_demos(directory) -> list[dict]:
-    """Every demo_*.npz of a directory as a dict of arrays, in seed order."""
+    """Every demo_*.npz of a directory as a dict of arrays, in seed order; demos of the former layout (key
+    ``cube_xyz``, no ``task``) read as transfer-cube demos with ``object_xyz``. All must be of one task."""
     demos = []
     for p in sorted(Path(directory).glob('demo_*.npz')):
         with np.load(p) as z:
-            demos.append({k: z[k] for k in z.files})
+            d = {k: z[k] for k in z.files}
+        if 'object_xyz' not in d:
+            d['object_xyz'], d['task'] = d.pop('cube_xyz'), np.str_(LEGACY_TASK)
+        demos.append(d)
     if not demos:
         raise FileNotFoundError(f'no demo_*.npz in {directory}')
+    tasks = {demo_task(d) for d in demos}
+    if len(tasks) > 1:
+        raise ValueError(f'{directory}: demos of several tasks {sorted(tasks)}')
     return sorted(demos, key=lambda d: int(d['seed']))
+
+
+def demo_task(demo: dict) -> str:
+    """The task name a demo was recorded on (tasks.TASKS)."""
+    return str(demo.get('task', LEGACY_TASK))
 
 
 def chunk_target(actions: np.ndarray, t: int, chunk_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -45,9 +58,17 @@ def masked_l1(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> t
     return (err * m).sum() / m.sum().clamp_min(1.0)
 
 
-def privileged_state(cube_xyz) -> np.ndarray:
-    """The privileged baseline's 'embedding': the cube's initial position, scaled to about [-1, 1] ([..., 3])."""
-    return ((np.asarray(cube_xyz, np.float64) - BOX_CENTRE) / BOX_SCALE).astype(np.float32)
+def privileged_state(object_xyz, task: str = LEGACY_TASK) -> np.ndarray:
+    """The privileged baseline's 'embedding': the task objects' initial positions, scaled to about [-1, 1]
+    ([..., 3 * objects]: the cube; the peg then the socket)."""
+    return get_task(task).scaled_state(object_xyz)
+
+
+def object_errors_m(pred, state):
+    """Per-object distance (m) between scaled states: pred / state [S, 3 * objects] -> [S, objects]."""
+    diff = (pred - state).reshape(len(state), -1, 3)                        # [S,O,3] scaled units
+    norm = diff.norm(dim=-1) if hasattr(diff, 'norm') else np.linalg.norm(diff, axis=-1)
+    return norm * BOX_SCALE
 
 
 def statistics(demos: list[dict]) -> dict[str, np.ndarray]:
@@ -66,7 +87,7 @@ class Samples:
     qpos: np.ndarray         # float32 [S,J]
     target: np.ndarray       # float32 [S,K,J]
     mask: np.ndarray         # bool [S,K]
-    state: np.ndarray        # float32 [S,3]  privileged_state of the episode's cube
+    state: np.ndarray        # float32 [S,D]  privileged_state of the episode's objects (D = 3 per object)
     seeds: tuple             # the episodes' seeds
 
     def __len__(self) -> int:
@@ -99,7 +120,7 @@ def build_samples(demos: list[dict], chunk_size: int, frame_offset: int = 0, sam
             qpos.append(d['qpos'][t])
             target.append(tgt)
             mask.append(m)
-            state.append(privileged_state(d['cube_xyz']))
+            state.append(privileged_state(d['object_xyz'], demo_task(d)))
             f += 1
     return Samples(np.array(frame, np.int64), np.array(step, np.int64), np.stack(qpos).astype(np.float32),
                    np.stack(target).astype(np.float32), np.stack(mask), np.stack(state),

@@ -40,7 +40,20 @@ from ..sim.demos.rollout import JOINT_NAMES
 from ..sim.demos.aloha_scene import CONTROL_DT
 from .train_bc import load_policy
 
-TASK = 'aloha_transfer_cube'
+TASK_PREFIX = 'aloha_'            # PolicyMetadata.task / policy_task: 'aloha_' + the sim task (sim/demos/tasks.py)
+TASK = TASK_PREFIX + 'transfer_cube'
+
+
+def metadata_task(task: str) -> str:
+    """A sim task name (transfer_cube, insertion) -> the files' task string (aloha_transfer_cube, ...)."""
+    return TASK_PREFIX + task
+
+
+def sim_task(metadata_task_name: str) -> str:
+    """The inverse of :func:`metadata_task`."""
+    if not metadata_task_name.startswith(TASK_PREFIX):
+        raise ValueError(f'policy task {metadata_task_name!r} is not an ALOHA simulation task')
+    return metadata_task_name[len(TASK_PREFIX):]
 EMBEDDING_SOURCE = 'bc_policy'
 POLICY_OPSET = 17
 
@@ -78,7 +91,7 @@ def export_policy_head(head, path, metadata: PolicyMetadata) -> str:
 
 
 def _export_perception(vitd, out: Path, ckpt_extra: dict, source: str, frozen: bool, verify_frames: int,
-                       log) -> tuple[Path, dict, ModelMetadata]:
+                       log, task: str = 'transfer_cube') -> tuple[Path, dict, ModelMetadata]:
     """``out/perception.pt`` + ``out/perception.onnx`` (the package's exporter and its parity check), metadata
     ``embedding_source`` = ``source``: (path, exporter record, metadata)."""
     vitd_ckpt = out / 'perception.pt'
@@ -87,7 +100,7 @@ def _export_perception(vitd, out: Path, ckpt_extra: dict, source: str, frozen: b
     record = export_checkpoint(vitd_ckpt, path, verify_frames=verify_frames, log=log)
     model = onnx.load(str(path))
     meta = ModelMetadata.from_model(model)
-    meta = replace(meta, extra={**meta.extra, 'embedding_source': source, 'policy_task': TASK,
+    meta = replace(meta, extra={**meta.extra, 'embedding_source': source, 'policy_task': metadata_task(task),
                                 'policy_encoder_frozen': str(frozen).lower()})
     meta.write_to(model)                             # metadata only: the weights (and their checksum) are unchanged
     onnx.save(model, str(path))
@@ -100,7 +113,8 @@ def _export_policy_file(head, cfg, out: Path, perception: tuple[Path, dict, Mode
     perception_path, record, pmeta = perception
     meta = PolicyMetadata(chunk_size=cfg.chunk_size, embed_dim=head.embed_dim, joint_names=JOINT_NAMES,
                           control_rate_hz=1.0 / CONTROL_DT, temporal_ensemble_m=cfg.temporal_ensemble_m,
-                          query_every=cfg.query_every, task=TASK, perception_model_sha256=pmeta.weights_sha256,
+                          query_every=cfg.query_every, task=metadata_task(cfg.task),
+                          perception_model_sha256=pmeta.weights_sha256,
                           embedding_latch=embedding_latch, extra=extra)
     policy_path = out / 'policy.onnx'
     export_policy_head(head, policy_path, meta)
@@ -126,7 +140,7 @@ def export_policy(checkpoint, out_dir, *, verify_frames: int = 2, log=print) -> 
     """Write perception.onnx + policy.onnx (and perception.pt, the ViTD checkpoint they came from) to out_dir."""
     policy, head, cfg, ck = load_policy(checkpoint)
     if policy is None:
-        raise ValueError(f'{checkpoint}: a privileged policy (cube position input) has no perception model')
+        raise ValueError(f'{checkpoint}: a privileged policy (object position input) has no perception model')
     if cfg.pool_points:
         raise ValueError(f'{checkpoint}: pool_points policies are experimental (the perception ONNX has no pooled '
                          'point output yet)')
@@ -134,7 +148,7 @@ def export_policy(checkpoint, out_dir, *, verify_frames: int = 2, log=print) -> 
     out.mkdir(parents=True, exist_ok=True)
     perception = _export_perception(policy.vitd, out, {'step': int(ck['step']), 'provenance': ck.get('provenance', {}),
                                                        'bc_policy_config': cfg.to_dict()},
-                                    EMBEDDING_SOURCE, not cfg.finetune, verify_frames, log)
+                                    EMBEDDING_SOURCE, not cfg.finetune, verify_frames, log, cfg.task)
     return _export_policy_file(head, cfg, out, perception,
                                {'observation': cfg.observation, 'encoding': policy.vitd.config.encoding,
                                 'train_step': int(ck['step']), 'encoder_frozen': not cfg.finetune}, log)
@@ -143,9 +157,10 @@ def export_policy(checkpoint, out_dir, *, verify_frames: int = 2, log=print) -> 
 def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, verify_frames: int = 2,
                      log=print) -> dict:
     """The two-stage vision policy (localiser.py) as the same two files: ``perception.onnx`` = the localiser's
-    ViTD (its PolicyHead trained to localise the cube; ``embedding_source`` = ``cube_localiser``), ``policy.onnx``
-    = aux linear map + the privileged chunk head, on the embedding, with ``embedding_latch`` 'episode_start' (the
-    privileged head acts on where the cube started; later frames show the arms over it)."""
+    ViTD (its PolicyHead trained to localise the task's objects; ``embedding_source`` = ``cube_localiser`` for
+    the cube, ``object_localiser`` otherwise), ``policy.onnx`` = aux linear map + the privileged chunk head, on the
+    embedding, with ``embedding_latch`` 'episode_start' (the privileged head acts on where the objects started;
+    later frames show the arms over them)."""
     from .localiser import EstimatedStateHead, load_localiser
     localiser, aux, lck = load_localiser(localiser_checkpoint)
     if localiser.pool_points:
@@ -153,12 +168,17 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
                          'perception ONNX does not publish; train the probe with --pool-points false')
     policy, head, cfg, ck = load_policy(privileged_checkpoint)
     if policy is not None or cfg.observation != 'privileged':
-        raise ValueError(f'{privileged_checkpoint}: not a privileged (cube position) policy')
+        raise ValueError(f'{privileged_checkpoint}: not a privileged (object position) policy')
+    localiser_task = str(lck.get('task', 'transfer_cube'))
+    if localiser_task != cfg.task:
+        raise ValueError(f'{localiser_checkpoint} localises for {localiser_task}, {privileged_checkpoint} acts '
+                         f'on {cfg.task}')
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frozen = bool(lck.get('encoder_frozen', True))     # False: the encoder was trained to localise too
-    perception = _export_perception(localiser.vitd, out, {'localiser': dict(lck.get('row', {}))}, 'cube_localiser',
-                                    frozen, verify_frames, log)
+    source = 'cube_localiser' if cfg.task == 'transfer_cube' else 'object_localiser'
+    perception = _export_perception(localiser.vitd, out, {'localiser': dict(lck.get('row', {}))}, source,
+                                    frozen, verify_frames, log, cfg.task)
     return _export_policy_file(EstimatedStateHead(aux, head).eval(), cfg, out, perception,
                                {'observation': 'vision_two_stage', 'encoding': localiser.vitd.config.encoding,
                                 'train_step': int(ck['step']), 'encoder_frozen': frozen}, log,

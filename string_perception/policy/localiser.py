@@ -1,4 +1,5 @@
-"""A two-stage vision policy: the ViTD's policy embedding localises the cube, the privileged chunk head acts on it.
+"""A two-stage vision policy: the ViTD's policy embedding localises the task's objects (the cube; the peg and the
+socket), the privileged chunk head acts on their positions.
 
 The BC loss alone never taught the policy embedding where the cube is (docs/results/aloha_policy.md): only the
 first frames of a demonstration need the image, and 45 demonstrations are 45 cube positions. Localisation has its
@@ -11,9 +12,9 @@ contract: the perception ONNX publishes the embedding, the policy ONNX maps embe
 actions [B,K,J] (export.export_two_stage).
 
 Checkpoint (``torch.save``, loads with ``weights_only=True``): ``{'format': LOCALISER_FORMAT, 'vitd_config',
-'vitd', 'aux', 'pool_points', 'encoder_frozen', 'row'}`` (``row``: the probe's training size and errors;
+'vitd', 'aux', 'pool_points', 'encoder_frozen', 'task', 'row'}`` (``row``: the probe's training size and errors;
 ``encoder_frozen`` False when the encoder itself was trained to localise, benchmarks/aloha_finetune_study.py;
-absent = True).
+absent = True; ``task`` absent = transfer_cube; ``aux`` maps to 3 numbers per object of the task).
 """
 from __future__ import annotations
 
@@ -27,16 +28,16 @@ from .model import BCPolicy, ChunkHead
 
 __all__ = ['LOCALISER_FORMAT', 'EstimatedStateHead', 'save_localiser', 'load_localiser']
 
-LOCALISER_FORMAT = 'cube_probe'
-STATE_DIM = 3
+LOCALISER_FORMAT = 'cube_probe'               # the name of the first (cube-only) format; files stay readable
+POINT_DIM = 3                                  # the pooled patch point of pool_points probes
 
 
 def save_localiser(path, policy: BCPolicy, aux: nn.Linear, row: dict[str, Any] | None = None, *,
-                   encoder_frozen: bool = True) -> None:
+                   encoder_frozen: bool = True, task: str = 'transfer_cube') -> None:
     ck = {'format': LOCALISER_FORMAT, 'vitd_config': policy.vitd.config.to_dict(),
           'vitd': {k: v.detach().clone() for k, v in policy.vitd.state_dict().items()},
           'aux': aux.state_dict(), 'pool_points': bool(policy.pool_points), 'encoder_frozen': bool(encoder_frozen),
-          'row': dict(row or {})}
+          'task': str(task), 'row': dict(row or {})}
     torch.save(ck, path)
 
 
@@ -47,15 +48,15 @@ def load_localiser(path) -> tuple[BCPolicy, nn.Linear, dict[str, Any]]:
         raise ValueError(f'{path}: not a {LOCALISER_FORMAT} checkpoint (string-perception-train-localiser)')
     vitd = build_model(ck['vitd_config'])
     vitd.load_state_dict(ck['vitd'])
-    embed_dim = vitd.config.embed_dim + STATE_DIM * bool(ck['pool_points'])
+    embed_dim = vitd.config.embed_dim + POINT_DIM * bool(ck['pool_points'])
     policy = BCPolicy(vitd, ChunkHead(embed_dim, 14, 1), pool_points=bool(ck['pool_points'])).eval()
-    aux = nn.Linear(embed_dim, STATE_DIM)
+    aux = nn.Linear(embed_dim, ck['aux']['weight'].shape[0])                          # E -> 3 per object
     aux.load_state_dict(ck['aux'])
     return policy, aux.eval(), ck
 
 
 class EstimatedStateHead(nn.Module):
-    """embedding [B,E] -> aux -> estimated cube state [B,3] -> the privileged chunk head (with qpos [B,J]) ->
+    """embedding [B,E] -> aux -> estimated object state [B,D] -> the privileged chunk head (with qpos [B,J]) ->
     actions [B,K,J]; exposes the attributes of a ChunkHead that export.export_policy_head uses."""
 
     def __init__(self, aux: nn.Linear, chunk_head: ChunkHead):

@@ -1,8 +1,9 @@
-"""``string-perception-train-policy``: behaviour cloning of the scripted transfer-cube demonstrations.
+"""``string-perception-train-policy``: behaviour cloning of scripted gym-aloha demonstrations (transfer-cube,
+insertion: ``--task``).
 
     string-perception-train-policy --demos runs/aloha_policy/demos --out runs/aloha_policy/bc \
         --encoder-checkpoint models/vitd_tiny_cayley.pt --steps 3000
-    string-perception-train-policy ... --observation privileged       # cube position instead of the camera
+    string-perception-train-policy ... --observation privileged       # object positions instead of the camera
     string-perception-train-policy ... --resume runs/aloha_policy/bc/last.pt
 
 The ViTD encoder is frozen by default: its tokens are computed once per frame and cached (fp16, next to the demos),
@@ -27,21 +28,23 @@ from tqdm import tqdm
 
 from ..model.vitd import load_checkpoint
 from ..sim.demos.rollout import JOINT_NAMES
+from ..sim.demos.tasks import get_task
 from ..training.checkpoint import provenance, rng_state, set_rng_state
 from ..training.engine import CsvLog, param_groups
 from ..training.schedule import lr_factor
 from .config import PolicyConfig
-from .data import build_samples, cached_tokens, encode_points, load_demos, masked_l1, model_frames, statistics
+from .data import (build_samples, cached_tokens, demo_task, encode_points, load_demos, masked_l1, model_frames,
+                   statistics)
 from .model import BCPolicy, ChunkHead
 
 CHECKPOINT_FORMAT = 'string_perception.bc_policy'
-PRIVILEGED_DIM = 3
 
 
 def build_policy(cfg: PolicyConfig) -> tuple[BCPolicy | None, ChunkHead]:
-    """(BCPolicy on the configured ViTD checkpoint, its chunk head) or, privileged, (None, chunk head on 3-D)."""
+    """(BCPolicy on the configured ViTD checkpoint, its chunk head) or, privileged, (None, chunk head on the task's
+    object state: 3 numbers per object)."""
     vitd = load_checkpoint(cfg.encoder_checkpoint)[0] if cfg.observation == 'vision' else None
-    embed_dim = vitd.config.embed_dim + 3 * cfg.pool_points if vitd is not None else PRIVILEGED_DIM
+    embed_dim = vitd.config.embed_dim + 3 * cfg.pool_points if vitd is not None else get_task(cfg.task).state_dim
     head = ChunkHead(embed_dim, len(JOINT_NAMES), cfg.chunk_size, cfg.hidden, cfg.layers, cfg.dropout)
     return (BCPolicy(vitd, head, cfg.pool_points) if vitd is not None else None), head
 
@@ -92,7 +95,7 @@ class _Predictor:
     def with_embedding(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(normalised chunks [B,K,J], the chunk head's input [B,E'])."""
         if self.policy is None:
-            e = b['state']                                                             # [B,3]
+            e = b['state']                                                             # [B,D]
         elif self.cfg.finetune:
             f = b['frame'].numpy()
             img, dep, K = (torch.as_tensor(self.frames[k][f]) for k in ('image', 'depth', 'intrinsics'))
@@ -128,6 +131,8 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     demos = load_demos(cfg.demos)
+    if demo_task(demos[0]) != cfg.task:
+        raise ValueError(f'{cfg.demos} holds {demo_task(demos[0])} demos, the config trains {cfg.task}')
     if cfg.episodes:
         if cfg.episodes > len(demos):
             raise ValueError(f'episodes {cfg.episodes}: only {len(demos)} demos in {cfg.demos}')
@@ -150,7 +155,8 @@ def train(cfg: PolicyConfig, resume: str | None = None, progress: bool = True) -
             if cfg.pool_points:
                 points = encode_points(policy, model_frames(demos, policy.vitd.config.image_size))
     encode_cpu_s = time.process_time() - c0
-    aux = torch.nn.Linear(head.embed_dim, 3) if cfg.aux_cube_weight > 0 else None     # embedding -> cube state
+    state_dim = get_task(cfg.task).state_dim
+    aux = torch.nn.Linear(head.embed_dim, state_dim) if cfg.aux_cube_weight > 0 else None   # embedding -> state
     modules = torch.nn.ModuleDict({'head': head, **({'vitd': policy.vitd} if policy is not None else {}),
                                    **({'aux': aux} if aux is not None else {})})
     groups = param_groups(head, cfg.weight_decay) + (param_groups(aux, cfg.weight_decay) if aux else [])

@@ -1,4 +1,5 @@
-"""Train the cube localiser the two-stage policy deploys (issue 23): ViTD PolicyHead + a linear map to the cube.
+"""Train the localiser the two-stage policy deploys (issue 23): ViTD PolicyHead + a linear map to the task objects'
+start positions (the cube; with ``--task insertion`` the peg and the socket, issue 39 item 5).
 
     string-perception-train-localiser --encoder-checkpoint models/vitd_tiny_cayley.pt --train-seeds 0:1000 \
         --sizes 1000 --pool-points false --steps 6000 --out runs/aloha_policy/probe_emb
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import multiprocessing as mp
 import os
@@ -32,9 +34,9 @@ import torch
 from ..cli import parse_seed_range
 from ..runtime.preprocess import prepare_inputs
 from ..sim.demos.rollout import CellCamera, RolloutConfig
-from ..sim.demos.transfer_cube import TransferCubeScene
+from ..sim.demos.tasks import TASK_NAMES, get_task
 from .config import PolicyConfig
-from .data import BOX_SCALE, encode_points, encode_tokens, privileged_state
+from .data import encode_points, encode_tokens, object_errors_m, privileged_state
 from .localiser import save_localiser
 from ..training.schedule import lr_factor
 from .train_bc import build_policy
@@ -45,6 +47,7 @@ __all__ = ['LocaliserConfig', 'start_frame', 'start_frames', 'train_localisers',
 @dataclasses.dataclass(frozen=True)
 class LocaliserConfig:
     """What :func:`train_localisers` trains and where it writes (the command line's options, same names)."""
+    task: str = 'transfer_cube'                  # sim/demos/tasks.py: what is localised
     encoder_checkpoint: str = 'models/vitd_tiny_cayley.pt'
     train_seeds: str = '0:2000'                  # first:end of the reset seeds the probe learns from
     test_seeds: str = '1000000:1000200'          # held-out seeds (not the policy evaluation seeds 1000..)
@@ -60,26 +63,27 @@ class LocaliserConfig:
     out: Path | None = None                      # None: nothing saved
 
 
-def start_frame(seed: int) -> tuple:
-    """The top camera at step 0 of episode ``seed`` (before any arm moves): colour uint8 [H,W,3], depth float32
-    [H,W] (m), K [3,3], the cube's position float64 [3] (world, m)."""
-    scene = TransferCubeScene()
+def start_frame(seed: int, task: str = 'transfer_cube') -> tuple:
+    """The top camera at step 0 of episode ``seed`` of ``task`` (before any arm moves): colour uint8 [H,W,3], depth
+    float32 [H,W] (m), K [3,3], the objects' positions float64 [3 * objects] (world, m)."""
+    scene = get_task(task).make_scene()
     scene.reset(seed)
-    camera = CellCamera(scene, RolloutConfig())
+    camera = CellCamera(scene, RolloutConfig(task=task))
     try:
         obs = camera.observe(0)
     finally:
         camera.close()
-    return obs.color, obs.depth, obs.K, np.asarray(obs.cube_xyz, np.float64)
+    return obs.color, obs.depth, obs.K, np.asarray(obs.object_xyz, np.float64)
 
 
-def start_frames(seeds: Sequence[int], processes: int = 1) -> Iterator[tuple]:
+def start_frames(seeds: Sequence[int], processes: int = 1, task: str = 'transfer_cube') -> Iterator[tuple]:
     """:func:`start_frame` of every seed, in order; ``processes`` > 1 renders in that many spawned workers."""
+    render = functools.partial(start_frame, task=task)
     if processes > 1:
         with mp.get_context('spawn').Pool(processes) as pool:
-            yield from pool.imap(start_frame, seeds)
+            yield from pool.imap(render, seeds)
     else:
-        yield from map(start_frame, seeds)
+        yield from map(render, seeds)
 
 
 def _rows(x, idx):
@@ -95,7 +99,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
     seeds = list(train_range) + list(test_range)
     out_dir = None if cfg.out is None else Path(cfg.out)
     t0, c0 = time.perf_counter(), time.process_time()
-    shots = list(start_frames(seeds, cfg.processes))
+    shots = list(start_frames(seeds, cfg.processes, cfg.task))
     render_s = time.perf_counter() - t0
     policy, _ = build_policy(PolicyConfig(encoder_checkpoint=cfg.encoder_checkpoint, pool_points=cfg.pool_points))
     size = policy.vitd.config.image_size
@@ -106,7 +110,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
     frames = {k: np.stack(v) for k, v in frames.items()}
     tokens = encode_tokens(policy, frames, progress=False).float()                      # [S,N,D]
     points = encode_points(policy, frames) if cfg.pool_points else None                 # [S,N,3]
-    state = torch.as_tensor(np.stack([privileged_state(s[3]) for s in shots]))          # [S,3]
+    state = torch.as_tensor(np.stack([privileged_state(s[3], cfg.task) for s in shots]))   # [S,D]
     encode_cpu_s = time.process_time() - c0
     n_train = len(train_range)
     test = torch.arange(n_train, len(seeds))
@@ -116,13 +120,14 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
         out_dir.mkdir(parents=True, exist_ok=True)
 
     def score(aux, n) -> dict:
-        """Median / mean / p90 position error (cm) on the first n training seeds and the held-out ones."""
+        """Median / mean / p90 position error (cm, over seeds x objects) on the first n training seeds and the
+        held-out ones."""
         policy.vitd.policy_head.eval()
         with torch.no_grad():
             err = {}
             for name, sel in (('train', torch.arange(n)), ('test', test)):
                 pred = aux(policy.embedding_from_tokens(tokens[sel], _rows(points, sel)))
-                err[name] = ((pred - state[sel]).norm(dim=-1) * BOX_SCALE).numpy()        # metres
+                err[name] = object_errors_m(pred, state[sel]).numpy().ravel()            # metres
         policy.vitd.policy_head.train()
         return dict(train_median_cm=100 * float(np.median(err['train'])),
                     test_median_cm=100 * float(np.median(err['test'])), test_mean_cm=100 * float(err['test'].mean()),
@@ -130,11 +135,11 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
 
     rows, best = [], None
     for n in sorted({min(n, n_train) for n in cfg.sizes}):
-        baseline = ((state[test] - state[:n].mean(0)).norm(dim=-1) * BOX_SCALE).numpy()   # predict the mean
+        baseline = object_errors_m(state[:n].mean(0).expand_as(state[test]), state[test]).numpy()   # the mean
         for probe_seed in cfg.probe_seeds:
             torch.manual_seed(probe_seed)
             policy.vitd.policy_head.load_state_dict(initial)
-            aux = torch.nn.Linear(policy.chunk_head.embed_dim, 3)
+            aux = torch.nn.Linear(policy.chunk_head.embed_dim, state.shape[1])
             opt = torch.optim.AdamW([*policy.vitd.policy_head.parameters(), *aux.parameters()], lr=cfg.lr,
                                     weight_decay=1e-4)
             rng = np.random.default_rng(probe_seed)
@@ -145,11 +150,11 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
                     along.append(dict(step=step, **score(aux, n)))
                     if out_dir:
                         save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
-                                       dict(train_seeds=n, probe_seed=probe_seed, **along[-1]))
+                                       dict(train_seeds=n, probe_seed=probe_seed, **along[-1]), task=cfg.task)
                 for g in opt.param_groups:
                     g['lr'] = cfg.lr * lr_factor(step, 0, cfg.steps)     # cosine to 0
                 idx = torch.as_tensor(rng.integers(0, n, cfg.batch_size))                 # [B]
-                pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,3]
+                pred = aux(policy.embedding_from_tokens(tokens[idx], _rows(points, idx)))   # [B,D]
                 loss = (pred - state[idx]).abs().mean()
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -161,9 +166,10 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
             is_best = best is None or row['test_median_cm'] < best['test_median_cm']
             best = row if is_best else best
             if out_dir:
-                save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{cfg.steps}.pt', policy, aux, row)
+                save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{cfg.steps}.pt', policy, aux, row,
+                               task=cfg.task)
                 if is_best:
-                    save_localiser(out_dir / 'probe.pt', policy, aux, row)
+                    save_localiser(out_dir / 'probe.pt', policy, aux, row, task=cfg.task)
     return {'rows': rows, 'render_wall_s': render_s, 'encode_cpu_s': encode_cpu_s,
             'probe_cpu_s': time.process_time() - c0 - encode_cpu_s, 'load_avg': os.getloadavg()[0],
             'args': {k: str(list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}}
@@ -172,6 +178,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     d = LocaliserConfig()
     q = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    q.add_argument('--task', choices=TASK_NAMES, default=d.task)
     q.add_argument('--encoder-checkpoint', default=d.encoder_checkpoint)
     q.add_argument('--train-seeds', default=d.train_seeds, help='first:end of the seeds the probe learns from')
     q.add_argument('--test-seeds', default=d.test_seeds, help='held-out seeds (not the eval seeds 1000..)')

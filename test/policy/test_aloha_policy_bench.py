@@ -81,7 +81,7 @@ def _privileged_checkpoint(tmp_path) -> str:
         q = rng.normal(size=(20, 14)).astype(np.float32)
         np.savez(demos / f'demo_{s:06d}.npz', qpos=q, action=q, reward=np.zeros(20, np.int8),
                  frame_steps=np.arange(0, 20, 10), color=np.zeros((2, 16, 24, 3), np.uint8),
-                 depth=np.full((2, 16, 24), 800, np.uint16), K=np.eye(3), cube_xyz=np.array([0.1, 0.5, 0.05]),
+                 depth=np.full((2, 16, 24), 800, np.uint16), K=np.eye(3), object_xyz=np.array([0.1, 0.5, 0.05]),
                  seed=np.int64(s), success=np.bool_(True))
     cfg = PolicyConfig(demos=str(demos), observation='privileged', out=str(tmp_path / 'priv'), val_episodes=1,
                        chunk_size=8, query_every=4, hidden=16, layers=2, steps=2, batch_size=4, warmup_steps=1,

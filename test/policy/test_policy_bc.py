@@ -37,7 +37,7 @@ def _fake_demo(seed: int) -> dict:
     return dict(qpos=qpos, action=(qpos + 0.1).astype(np.float32), reward=np.zeros(T, np.int8), frame_steps=f,
                 color=rng.integers(0, 256, (len(f), H, W, 3), dtype=np.uint8),
                 depth=rng.integers(400, 1500, (len(f), H, W)).astype(np.uint16), K=K,
-                cube_xyz=np.array([0.1, 0.5, 0.02]) + 0.05 * rng.normal(size=3), seed=np.int64(seed),
+                object_xyz=np.array([0.1, 0.5, 0.02]) + 0.05 * rng.normal(size=3), seed=np.int64(seed),
                 success=np.bool_(True))
 
 
@@ -179,7 +179,7 @@ def test_exported_files_match_torch_and_drive_the_rollout_actor(workdir, tmp_pat
                                                                            'weights_sha256'}
     demo = load_demos(workdir / 'demos')[0]
     obs = Observation(10, demo['color'][1], demo['depth'][1].astype(np.float32) / 1000.0, demo['K'],
-                      demo['qpos'][10].astype(np.float64), demo['cube_xyz'])
+                      demo['qpos'][10].astype(np.float64), demo['object_xyz'])
     actor = OnnxActor(r['perception_onnx'], r['policy_onnx'])
     inp = prepare_inputs(obs.color, obs.depth, obs.K, TINY['image_size'], resize_mode='crop')
     policy = load_policy(workdir / 'x' / 'last.pt')[0]

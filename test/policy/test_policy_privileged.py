@@ -24,7 +24,7 @@ def fake_demo(seed: int) -> dict:
     qpos = rng.normal(size=(T, 14)).astype(np.float32)
     return dict(qpos=qpos, action=(qpos + 0.1).astype(np.float32), reward=np.zeros(T, np.int8), frame_steps=f,
                 color=np.zeros((len(f), 0, 0, 3), np.uint8), depth=np.zeros((len(f), 0, 0), np.uint16),
-                K=np.eye(3), cube_xyz=np.array([0.1, 0.5, 0.02]) + 0.05 * rng.normal(size=3), seed=np.int64(seed),
+                K=np.eye(3), object_xyz=np.array([0.1, 0.5, 0.02]) + 0.05 * rng.normal(size=3), seed=np.int64(seed),
                 success=np.bool_(True))
 
 

@@ -65,7 +65,7 @@ def test_physics_only_demo_and_rollout_match_the_rendered_ones(demo):
     bare = RolloutConfig(chunk_size=50, query_every=10, height=24, width=32, render=False)
     plain = record_demonstration(0, frame_every=100, config=bare)
     assert plain['color'].shape == (4, 0, 0, 3) and plain['depth'].shape == (4, 0, 0)
-    for k in ('qpos', 'action', 'reward', 'frame_steps', 'K', 'cube_xyz'):
+    for k in ('qpos', 'action', 'reward', 'frame_steps', 'K', 'object_xyz', 'task'):
         np.testing.assert_array_equal(plain[k], demo[k])
     seen = []
 

@@ -64,6 +64,10 @@ class InsertionScene(AlohaScene):
     def socket_position(self) -> np.ndarray:
         return self.data.xpos[self.socket_body].copy()
 
+    def object_positions(self) -> np.ndarray:
+        """[6] the task objects' centres (tasks.AlohaTask.object_xyz): the peg, then the socket."""
+        return np.concatenate([self.peg_position(), self.socket_position()])
+
     def touches(self) -> dict:
         """gym-aloha's contact tests now: {'left' (finger-socket), 'right' (finger-peg), 'peg_table',
         'socket_table', 'peg_socket' (a socket plate), 'pin' (peg-pin)} -> bool."""

@@ -1,4 +1,5 @@
-"""Closed-loop episodes of the transfer-cube task (transfer_cube.py) driven by an action-chunking policy (no torch).
+"""Closed-loop episodes of a gym-aloha task (tasks.py: transfer-cube or insertion) driven by an action-chunking
+policy (no torch).
 
     result = run_episode(seed, act, RolloutConfig(chunk_size=50, query_every=10))
     result.success, result.max_reward, result.rewards.shape                     # bool, 0..4, (400,)
@@ -24,9 +25,9 @@ import numpy as np
 
 from ...runtime.action_chunks import TemporalEnsemble
 from ..render import SceneRenderer
-from .scripted import TransferCubeDemonstrator, TransferScript
-from .aloha_scene import ARM_JOINTS, SIDES
-from .transfer_cube import EPISODE_STEPS, MAX_REWARD, TransferCubeScene
+from .aloha_scene import ARM_JOINTS, SIDES, AlohaScene
+from .tasks import TASK_NAMES, get_task
+from .transfer_cube import EPISODE_STEPS
 
 __all__ = ['JOINT_NAMES', 'Observation', 'EpisodeResult', 'RolloutConfig', 'CellCamera', 'StateCamera',
            'make_camera', 'run_episode',
@@ -37,6 +38,7 @@ JOINT_NAMES = tuple(f'{side}_{j}' for side in SIDES for j in (*ARM_JOINTS, 'grip
 
 @dataclass(frozen=True)
 class RolloutConfig:
+    task: str = 'transfer_cube'           # tasks.TASKS: transfer_cube | insertion
     chunk_size: int = 50                  # K actions per query (1 s at 50 Hz)
     query_every: int = 10                 # control steps between queries (1: every step; K: open-loop chunks)
     temporal_ensemble_m: float = 0.01     # ACT's exp(-m i) weights
@@ -47,9 +49,11 @@ class RolloutConfig:
     shadow_size: int = 1024               # as EpisodeConfig: no visible change at this size, 4x cheaper
     msaa_samples: int = 0
     render: bool = True                   # False: physics only, observations carry no frame (color [0,0,3],
-                                          # depth [0,0]): for actors that read only qpos / cube_xyz (privileged)
+                                          # depth [0,0]): for actors that read only qpos / object_xyz (privileged)
 
     def validate(self) -> None:
+        if self.task not in TASK_NAMES:
+            raise ValueError(f'task must be one of {TASK_NAMES}, got {self.task!r}')
         if not 1 <= self.query_every <= self.chunk_size:
             raise ValueError(f'query_every must be in 1..chunk_size ({self.chunk_size}), got {self.query_every}')
 
@@ -61,7 +65,8 @@ class Observation:
     depth: np.ndarray       # float32 [H,W] z-depth metres, 0 = no return
     K: np.ndarray           # float64 [3,3] intrinsics of the H x W frame
     qpos: np.ndarray        # float64 [14] JOINT_NAMES order
-    cube_xyz: np.ndarray    # float64 [3] the cube's position now: privileged state, for baselines only (the ROS
+    object_xyz: np.ndarray  # float64 [3 * objects] the task objects' positions now (the cube; the peg then the
+                            # socket): privileged state, for baselines only (the ROS
                             # loop has none)
 
 
@@ -76,7 +81,7 @@ class EpisodeResult:
     render_cpu_s: float = 0.0      # ... of which rendering
     act_cpu_s: float = 0.0         # ... of which act() (model inference)
     queries: int = 0
-    cube_xyz: np.ndarray = field(default_factory=lambda: np.zeros(3))   # initial cube position
+    object_xyz: np.ndarray = field(default_factory=lambda: np.zeros(3))   # the objects' initial positions
 
 
 def _intrinsics(fovy_deg: float, height: int, width: int) -> np.ndarray:
@@ -85,14 +90,14 @@ def _intrinsics(fovy_deg: float, height: int, width: int) -> np.ndarray:
 
 
 class CellCamera:
-    """One camera of a TransferCubeScene: observe(step) -> Observation of the current state."""
+    """One camera of a task's scene: observe(step) -> Observation of the current state."""
 
-    def __init__(self, scene: TransferCubeScene, config: RolloutConfig):
+    def __init__(self, scene: AlohaScene, config: RolloutConfig):
         m = scene.model
         m.vis.quality.shadowsize, m.vis.quality.offsamples = config.shadow_size, config.msaa_samples
         cam = m.camera(config.camera).id
         self.scene, self.h, self.w = scene, config.height, config.width
-        self.renderer = SceneRenderer(m, cam, cache_key=f'aloha_transfer_{config.shadow_size}_{config.msaa_samples}')
+        self.renderer = SceneRenderer(m, cam, cache_key=f'aloha_{config.task}_{config.shadow_size}_{config.msaa_samples}')
         self.K = _intrinsics(float(m.cam_fovy[cam]), self.h, self.w)
         self.render_cpu_s = 0.0
 
@@ -101,7 +106,7 @@ class CellCamera:
         rgb, z = self.renderer.color_depth(self.scene.data, self.h, self.w)
         self.render_cpu_s += time.process_time() - c0
         depth = np.where(np.isfinite(z), z, 0.0).astype(np.float32)                  # [H,W] metres, 0 = none
-        return Observation(step, rgb, depth, self.K, self.scene.qpos14(), self.scene.box_position())
+        return Observation(step, rgb, depth, self.K, self.scene.qpos14(), self.scene.object_positions())
 
     def close(self) -> None:
         self.renderer.close()
@@ -111,7 +116,7 @@ class StateCamera:
     """CellCamera's interface without rendering: observe(step) -> Observation with an empty frame (color
     uint8 [0,0,3], depth float32 [0,0]) and the camera's intrinsics, for actors that need only the state."""
 
-    def __init__(self, scene: TransferCubeScene, config: RolloutConfig):
+    def __init__(self, scene: AlohaScene, config: RolloutConfig):
         cam = scene.model.camera(config.camera).id
         self.scene = scene
         self.K = _intrinsics(float(scene.model.cam_fovy[cam]), config.height, config.width)
@@ -119,13 +124,13 @@ class StateCamera:
 
     def observe(self, step: int) -> Observation:
         return Observation(step, np.zeros((0, 0, 3), np.uint8), np.zeros((0, 0), np.float32), self.K,
-                           self.scene.qpos14(), self.scene.box_position())
+                           self.scene.qpos14(), self.scene.object_positions())
 
     def close(self) -> None:
         pass
 
 
-def make_camera(scene: TransferCubeScene, config: RolloutConfig) -> CellCamera | StateCamera:
+def make_camera(scene: AlohaScene, config: RolloutConfig) -> CellCamera | StateCamera:
     """CellCamera, or StateCamera with ``config.render`` False."""
     return CellCamera(scene, config) if config.render else StateCamera(scene, config)
 
@@ -135,9 +140,10 @@ def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: Rol
     """Reset the task for `seed` and run config.steps control steps with act's chunks, temporally ensembled."""
     config.validate()
     c0 = time.process_time()
-    scene = TransferCubeScene()
+    task = get_task(config.task)
+    scene = task.make_scene()
     scene.reset(seed)
-    cube = scene.box_position()
+    objects = task.object_xyz(scene)
     camera = make_camera(scene, config)
     ensemble = TemporalEnsemble(config.chunk_size, len(JOINT_NAMES), config.temporal_ensemble_m)
     rewards = np.zeros(config.steps, np.int8)
@@ -154,12 +160,12 @@ def run_episode(seed: int, act: Callable[[Observation], np.ndarray], config: Rol
             rewards[t] = scene.reward()
     finally:
         camera.close()
-    return EpisodeResult(seed, bool(rewards[-1] == MAX_REWARD), int(rewards.max()), rewards,
-                         time.process_time() - c0, camera.render_cpu_s, act_s, queries, cube)
+    return EpisodeResult(seed, bool(rewards[-1] == task.max_reward), int(rewards.max()), rewards,
+                         time.process_time() - c0, camera.render_cpu_s, act_s, queries, objects)
 
 
 def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig = RolloutConfig(),
-                         script: TransferScript = TransferScript(), action_noise_std: float = 0.0
+                         script=None, action_noise_std: float = 0.0
                          ) -> dict[str, np.ndarray]:
     """The scripted demonstrator's episode with the camera observed at steps 0, n, 2n, ...
 
@@ -170,16 +176,21 @@ def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig 
     measured position, so it follows where the noisy right arm carried the cube).
 
     With ``config.render`` False nothing is rendered (color [F,0,0,3], depth [F,0,0]): a demo for the privileged
-    policy, which needs only qpos, actions and the cube (physics is unchanged: rendering only reads the state).
+    policy, which needs only qpos, actions and the objects (physics is unchanged: rendering only reads the state).
+
+    ``config.task`` picks the task and its demonstrator; ``script`` None is the task's default script
+    (TransferScript / InsertionScript).
 
     Returns qpos float32 [T,14], action float32 [T,14], reward int8 [T], frame_steps int64 [F], color uint8
-    [F,H,W,3], depth uint16 [F,H,W] (mm, 0 = none, as sim.demos.episodes), K float64 [3,3], cube_xyz [3], seed,
-    success (reward 4 at the last step), action_noise_std.
+    [F,H,W,3], depth uint16 [F,H,W] (mm, 0 = none, as sim.demos.episodes), K float64 [3,3], object_xyz float64
+    [3 * objects] (the objects' initial positions, tasks.AlohaTask.object_xyz), task (its name), seed, success
+    (reward 4 at the last step), action_noise_std.
     """
-    scene = TransferCubeScene()
+    task = get_task(config.task)
+    scene = task.make_scene()
     scene.reset(seed)
-    cube = scene.box_position()
-    policy = TransferCubeDemonstrator(scene, script)
+    objects = task.object_xyz(scene)
+    policy = task.make_demonstrator(scene, script)
     camera = make_camera(scene, config)
     T = config.steps
     qpos, action, reward = np.zeros((T, 14), np.float32), np.zeros((T, 14), np.float32), np.zeros(T, np.int8)
@@ -204,7 +215,8 @@ def record_demonstration(seed: int, frame_every: int = 4, config: RolloutConfig 
     finally:
         camera.close()
     return dict(qpos=qpos, action=action, reward=reward, frame_steps=steps, color=color, depth=depth,
-                K=camera.K, cube_xyz=cube, seed=np.int64(seed), success=np.bool_(reward[-1] == MAX_REWARD),
+                K=camera.K, object_xyz=objects, task=np.str_(task.name), seed=np.int64(seed),
+                success=np.bool_(reward[-1] == task.max_reward),
                 action_noise_std=np.float64(action_noise_std))
 
 
@@ -253,5 +265,6 @@ class OnnxActor:
     def rollout_config(self, **overrides) -> RolloutConfig:
         """RolloutConfig with the policy file's chunk size, query interval and ensembling weight."""
         m = self.policy.metadata
-        base = dict(chunk_size=m.chunk_size, query_every=m.query_every, temporal_ensemble_m=m.temporal_ensemble_m)
+        task = m.task[len('aloha_'):] if m.task.startswith('aloha_') else m.task     # policy/export.sim_task
+        base = dict(task=task, chunk_size=m.chunk_size, query_every=m.query_every, temporal_ensemble_m=m.temporal_ensemble_m)
         return RolloutConfig(**{**base, **overrides})

@@ -53,6 +53,10 @@ class TransferCubeScene(AlohaScene):
     def box_position(self) -> np.ndarray:
         return self.data.xpos[self.box_body].copy()
 
+    def object_positions(self) -> np.ndarray:
+        """[3] the task objects' centres (tasks.AlohaTask.object_xyz): the cube."""
+        return self.box_position()
+
     def touches(self) -> dict:
         """Which of gym-aloha's contact pairs with the cube exist now: {'left', 'right', 'table'} -> bool."""
         other = self.contacts_of([self.box_geom])
