@@ -1,4 +1,5 @@
-"""The transfer-cube policy over ROS vs offline, side by side (issue 23 item 4): the same seeds, the same ONNX files.
+"""An ALOHA policy over ROS vs offline, side by side (issue 23 item 4): the same seeds, the same ONNX files; the
+task (transfer-cube or insertion) is the policy file's.
 
     python -m benchmarks.aloha_ros_loop --seeds 1000:1005 --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --json runs/aloha_ros_loop/result.json
@@ -54,6 +55,15 @@ def linear_test_policy(path: Path, embed_dim: int) -> Path:
                           temporal_ensemble_m=0.01, query_every=10, task='aloha_transfer_cube (linear TEST policy)')
     onnx.save(make_linear_policy(meta, seed=0), str(path))
     return path
+
+
+def policy_task(policy: str) -> str:
+    """The sim task a policy file was trained for (its metadata task 'aloha_<task>'; the linear TEST policy and
+    unknown tasks: transfer_cube)."""
+    from string_perception.runtime.policy_model import PolicyModel
+    from string_perception.sim.demos.tasks import TASK_NAMES
+    name = PolicyModel(policy).metadata.task.split()[0].removeprefix('aloha_')
+    return name if name in TASK_NAMES else 'transfer_cube'
 
 
 def run_offline(perception: str, policy: str, seeds: list[int], steps: int, trace: Path | None = None) -> dict:
@@ -112,8 +122,8 @@ def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Pa
     try:
         if not (procs[0].wait_for_line(NODE_READY, 180) and procs[1].wait_for_line(POLICY_READY, 180)):
             raise RuntimeError('nodes did not start:\n' + '\n'.join(p.log() for p in procs))
-        sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.sim_ros.sim_aloha_loop', '--seeds',
-                                   *map(str, seeds), '--steps', str(steps), '--out', str(out),
+        sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.sim_ros.sim_aloha_loop',
+                                   '--task', policy_task(policy), '--seeds', *map(str, seeds), '--steps', str(steps), '--out', str(out),
                                    '--depth-encoding', depth_encoding,
                                    *(['--trace-dir', str(trace)] if trace else [])], env, work / 'sim.log', cwd=REPO)
         procs.append(sim)

@@ -3,8 +3,9 @@
     ros2 launch string_perception aloha_policy.launch.py                 # the shipped pair (models/MODEL_CARD_policy.md)
     ros2 launch string_perception aloha_policy.launch.py model_path:=perception.onnx policy_model_path:=policy.onnx
     ros2 launch string_perception aloha_policy.launch.py ... seeds:=0,1,2 steps:=400 results:=/tmp/loop.json
+    ros2 launch string_perception aloha_policy.launch.py task:=insertion      # the shipped insertion pair
 
-The simulator (string-perception-sim-aloha) runs transfer-cube episodes, one per seed, publishing the top camera,
+The simulator (string-perception-sim-aloha) runs episodes of ``task`` (transfer_cube or insertion), one per seed, publishing the top camera,
 /joint_states and /clock at each control step and waiting for the policy node's ~/joint_command with that stamp
 (string_perception/ros/aloha_launch.py wires the topics). ``use_sim_time`` (default true) puts both nodes on the
 simulator's /clock; ``loopback_only`` keeps DDS on this host (the shipped Fast DDS profile). The simulator exits
@@ -32,7 +33,10 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('policy_model_path', default_value='',
                               description='policy ONNX (runtime/policy_model.py contract; empty: the shipped policy, '
                                           'models/aloha_policy.onnx, see models/MODEL_CARD_policy.md)'),
-        DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated cube seeds'),
+        DeclareLaunchArgument('task', default_value='transfer_cube', choices=['transfer_cube', 'insertion'],
+                              description='gym-aloha task the simulator runs; empty model paths pick its shipped '
+                                          'pair (a given policy file must be trained for it)'),
+        DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated reset seeds'),
         DeclareLaunchArgument('steps', default_value='400', description='control steps per episode'),
         DeclareLaunchArgument('results', default_value='', description='JSON file for the episode results'),
         DeclareLaunchArgument('depth_encoding', default_value='16UC1', choices=['16UC1', '32FC1'],

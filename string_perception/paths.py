@@ -23,6 +23,11 @@ ENV_OVERRIDE = 'STRING_PERCEPTION_SHARE'
 # detector's (ros/node.DEFAULT_MODEL); aloha_policy.launch.py and the offline rollout default to this pair.
 SHIPPED_POLICY_PERCEPTION = 'aloha_policy_perception.onnx'
 SHIPPED_POLICY = 'aloha_policy.onnx'
+# The shipped insertion controller (models/MODEL_CARD_policy.md, issue 39 item 5): the same two-file contract.
+SHIPPED_INSERTION_PERCEPTION = 'aloha_insertion_perception.onnx'
+SHIPPED_INSERTION_POLICY = 'aloha_insertion_policy.onnx'
+SHIPPED_POLICY_PAIRS = {'transfer_cube': (SHIPPED_POLICY_PERCEPTION, SHIPPED_POLICY),
+                        'insertion': (SHIPPED_INSERTION_PERCEPTION, SHIPPED_INSERTION_POLICY)}
 
 
 def _ament_share() -> Path | None:
@@ -80,6 +85,10 @@ def model_file(name: str) -> Path:
     return share_file('models', name)
 
 
-def shipped_policy_pair() -> tuple[Path, Path]:
-    """(perception ONNX, policy ONNX) of the shipped transfer-cube controller, from ``models/``."""
-    return model_file(SHIPPED_POLICY_PERCEPTION), model_file(SHIPPED_POLICY)
+def shipped_policy_pair(task: str = 'transfer_cube') -> tuple[Path, Path]:
+    """(perception ONNX, policy ONNX) of the shipped controller of a gym-aloha task (transfer_cube, insertion),
+    from ``models/``."""
+    if task not in SHIPPED_POLICY_PAIRS:
+        raise ValueError(f'no shipped controller for task {task!r}; tasks: {sorted(SHIPPED_POLICY_PAIRS)}')
+    perception, policy = SHIPPED_POLICY_PAIRS[task]
+    return model_file(perception), model_file(policy)

@@ -9,33 +9,42 @@ the perception node and the policy node, remapped together (computed at launch t
 The perception node's parameters are ``[config, {...}]``: the dict holds what the loop needs (autostart,
 ``use_sim_time``, reliable inputs) and ``model_path`` (launch_setup.node_parameters explains the order). Empty
 ``model_path`` / ``policy_model_path`` launch the shipped controller (paths.shipped_policy_pair,
-models/MODEL_CARD_policy.md): the perception node then runs the policy's perception file, whose ``~/embedding`` is
-the cube localiser's, not the node's own default (the detector). Give both to run another pair.
+models/MODEL_CARD_policy.md) of the launch argument ``task`` (transfer_cube, insertion; the simulator runs that
+task): the perception node then runs the policy's perception file, whose ``~/embedding`` is the object
+localiser's, not the node's own default (the detector). Give both to run another pair (trained for ``task``).
 ``launch`` / ``launch_ros`` are imported only inside :func:`aloha_policy_actions`.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
-from ..paths import SHIPPED_POLICY, SHIPPED_POLICY_PERCEPTION, model_file
+from ..paths import SHIPPED_POLICY_PAIRS, shipped_policy_pair
 from . import policy_params as PP
 from .launch_setup import PACKAGE, node_fqn, parse_bool
 
-__all__ = ['DEFAULT_POLICY_NODE_NAME', 'SIM_TOPICS', 'SIM_EXECUTABLE', 'POLICY_EXECUTABLE', 'PERCEPTION_EXECUTABLE', 'aloha_policy_actions']
+__all__ = ['TASKS', 'DEFAULT_POLICY_NODE_NAME', 'SIM_TOPICS', 'SIM_EXECUTABLE', 'POLICY_EXECUTABLE', 'PERCEPTION_EXECUTABLE', 'aloha_policy_actions']
 
 SIM_EXECUTABLE = 'string-perception-sim-aloha'
 PERCEPTION_EXECUTABLE = 'string_perception_node'
 POLICY_EXECUTABLE = 'string_perception_policy'
 DEFAULT_POLICY_NODE_NAME = PP.NODE_NAME
+TASKS = tuple(SHIPPED_POLICY_PAIRS)             # the simulator's --task choices (sim/demos/tasks.py)
 SIM_TOPICS = {'image': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
               'camera_info': '/camera/color/camera_info', 'joint_states': '/joint_states'}
+
+
+def _task(cfg: Mapping[str, str]) -> str:
+    task = cfg.get('task', 'transfer_cube')
+    if task not in TASKS:
+        raise ValueError(f'launch argument task:={task!r} must be one of {TASKS}')
+    return task
 
 
 def _sim_arguments(cfg: Mapping[str, str], command_topic: str) -> list[str]:
     seeds = cfg['seeds'].replace(',', ' ').split()
     if not seeds or not all(s.lstrip('-').isdigit() for s in seeds):
         raise ValueError(f"launch argument seeds:={cfg['seeds']!r} must list integers")
-    args = ['--seeds', *seeds, '--steps', str(int(cfg['steps'])), '--command-topic', command_topic,
+    args = ['--task', _task(cfg), '--seeds', *seeds, '--steps', str(int(cfg['steps'])), '--command-topic', command_topic,
             '--image-topic', SIM_TOPICS['image'], '--depth-topic', SIM_TOPICS['depth'],
             '--info-topic', SIM_TOPICS['camera_info'], '--depth-encoding', cfg['depth_encoding']]
     if cfg['results']:
@@ -47,8 +56,9 @@ def aloha_policy_actions(context, *_args, **_kwargs) -> list:
     """``OpaqueFunction`` body of ``aloha_policy.launch.py``."""
     from launch_ros.actions import LifecycleNode, Node
     cfg = context.launch_configurations
-    model_path = cfg['model_path'].strip() or str(model_file(SHIPPED_POLICY_PERCEPTION))
-    policy_model_path = cfg['policy_model_path'].strip() or str(model_file(SHIPPED_POLICY))
+    shipped = shipped_policy_pair(_task(cfg))
+    model_path = cfg['model_path'].strip() or str(shipped[0])
+    policy_model_path = cfg['policy_model_path'].strip() or str(shipped[1])
     ns, sim_time = cfg['namespace'], parse_bool(cfg['use_sim_time'], 'use_sim_time')
     perception_name, policy_name = cfg['perception_node_name'], cfg['policy_node_name']
     log = ['--ros-args', '--log-level', cfg['log_level']]

@@ -1,5 +1,5 @@
-"""The simulated ALOHA cell in a closed loop over ROS (``string-perception-sim-aloha``): transfer-cube episodes in
-LOCKSTEP with a controller (the perception node + the policy node, launch/aloha_policy.launch.py).
+"""The simulated ALOHA cell in a closed loop over ROS (``string-perception-sim-aloha``): transfer-cube (or, with
+``--task insertion``, insertion) episodes in LOCKSTEP with a controller (the perception node + the policy node, launch/aloha_policy.launch.py).
 
 Each control step (50 Hz of simulated time) publishes the top camera as an RGB-D driver does (colour rgb8, depth
 16UC1 mm or 32FC1 m, CameraInfo; the recorder's / rollout.py's camera settings), ``/joint_states`` (the 14 joints
@@ -67,7 +67,9 @@ class EpisodeStats:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-sim-aloha', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--seeds', type=int, nargs='+', default=[0], help='one episode per seed (gym-aloha cube pose)')
+    p.add_argument('--task', default='transfer_cube', choices=('transfer_cube', 'insertion'),
+                   help='the gym-aloha task (sim/demos/tasks.py); the policy file must be trained for it')
+    p.add_argument('--seeds', type=int, nargs='+', default=[0], help='one episode per seed (gym-aloha reset pose)')
     p.add_argument('--steps', type=int, default=400, help='control steps per episode (gym-aloha: 400)')
     p.add_argument('--camera', default='top')
     p.add_argument('--height', type=int, default=120)
@@ -187,10 +189,12 @@ def _wait_for_controller(loop: _Loop, obs, stamp_ns: int, args, joint_names) -> 
 def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir: Path | None) -> EpisodeStats:
     from ..sim.demos.rollout import CellCamera, RolloutConfig
     from ..sim.demos.aloha_scene import CONTROL_DT
-    from ..sim.demos.transfer_cube import MAX_REWARD, TransferCubeScene
-    scene = TransferCubeScene()
+    from ..sim.demos.tasks import get_task
+    task = get_task(args.task)
+    scene = task.make_scene()
     scene.reset(seed)
-    camera = CellCamera(scene, RolloutConfig(camera=args.camera, height=args.height, width=args.width))
+    camera = CellCamera(scene, RolloutConfig(task=task.name, camera=args.camera, height=args.height,
+                                             width=args.width))
     stats = EpisodeStats(seed)
     dt_ns = int(round(CONTROL_DT * 1e9))
     command = scene.qpos14()                                 # before any command: hold the start pose
@@ -228,7 +232,7 @@ def run_episode(loop: _Loop, seed: int, t0_ns: int, args, joint_names, trace_dir
     stats.wall_s = time.monotonic() - wall0
     stats.steps = args.steps
     stats.steps_per_s = args.steps / max(stats.wall_s, 1e-9)
-    stats.success, stats.max_reward = bool(rewards[-1] == MAX_REWARD), int(rewards.max())
+    stats.success, stats.max_reward = bool(rewards[-1] == task.max_reward), int(rewards.max())
     if stats.latencies_ms:
         stats.latency_ms_p50 = float(np.percentile(stats.latencies_ms, 50))
         stats.latency_ms_p99 = float(np.percentile(stats.latencies_ms, 99))
@@ -263,16 +267,17 @@ def main(argv: list[str] | None = None) -> int:
         apply_dds_env(args.domain_id)
     from ..sim.demos.rollout import JOINT_NAMES, CellCamera, RolloutConfig    # mujoco: only when it runs
     from ..sim.demos.aloha_scene import CONTROL_DT
-    from ..sim.demos.transfer_cube import TransferCubeScene
+    from ..sim.demos.tasks import get_task
     import rclpy
     rclpy.init(args=['string-perception-sim-aloha', *ros_args])
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     loop = _Loop(args, JOINT_NAMES)
     episodes: list[EpisodeStats] = []
     try:
-        scene = TransferCubeScene()
+        scene = get_task(args.task).make_scene()
         scene.reset(args.seeds[0])
-        camera = CellCamera(scene, RolloutConfig(camera=args.camera, height=args.height, width=args.width))
+        camera = CellCamera(scene, RolloutConfig(task=args.task, camera=args.camera, height=args.height,
+                                                 width=args.width))
         first = camera.observe(0)
         camera.close()
         gap_ns, episode_ns = int(args.episode_gap * 1e9), int(round(args.steps * CONTROL_DT * 1e9))
