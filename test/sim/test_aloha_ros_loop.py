@@ -37,7 +37,8 @@ def _files(tmp_path):
     return perception, tmp_path / 'policy.onnx', policy
 
 
-def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
+@pytest.mark.parametrize('task', ['transfer_cube', 'insertion'])
+def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path, task):
     from string_perception.ros.node import READY_LINE as NODE_READY, node_command
     from string_perception.ros.policy_node import READY_LINE as POLICY_READY, policy_node_command
     from string_perception.sim_ros.sim_aloha_loop import EPISODE_LINE, READY_LINE
@@ -45,6 +46,7 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
     from string_perception.runtime.action_chunks import TemporalEnsemble
     from string_perception.runtime.linear_policy import linear_policy_actions
     from string_perception.sim.demos.rollout import JOINT_NAMES
+    from string_perception.policy.train_localiser import start_frame
 
     perception, policy_path, policy = _files(tmp_path)
     cam = {'image': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
@@ -58,7 +60,8 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
             policy_path, params={'providers': ['CPUExecutionProvider']},
             remaps={'embedding': '/string_perception/embedding', 'joint_states': '/joint_states'})[1:])
         assert node.wait_for_line(NODE_READY, 120) and pol.wait_for_line(POLICY_READY, 120), pg.logs()
-        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_aloha_loop', '--seeds', *map(str, SEEDS),
+        sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_aloha_loop', '--task', task,
+                                      '--seeds', *map(str, SEEDS),
                                       '--steps', str(STEPS), '--trace-dir', str(trace), '--out', str(out)])
         assert sim.wait(timeout=300) == 0, pg.logs()
         assert sim.wait_for_line(READY_LINE, 1), pg.logs()
@@ -71,6 +74,7 @@ def test_sim_perception_policy_loop_applies_the_policy_commands(tmp_path):
     for seed in SEEDS:
         z = np.load(trace / f'episode_{seed:06d}.npz')
         assert list(z['joint_names']) == list(JOINT_NAMES) and z['answered'].all()
+        np.testing.assert_array_equal(z['color'][0], start_frame(seed, task)[0])   # the task's cell at reset
         assert np.allclose(np.diff(z['stamp_ns']), 20_000_000)            # 50 Hz of simulated time
         ens = TemporalEnsemble(K, len(JOINT_NAMES), M)
         for t in range(STEPS):
