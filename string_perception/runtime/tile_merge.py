@@ -13,8 +13,6 @@ pass (pass 0) is never changed.
   an unconfirmed one is dropped (``unconfirmed = 0``) or its score multiplied by ``unconfirmed``.
 - **Window score scale** (``window_scale = f``): every window candidate's score is multiplied by ``f`` (before
   the confirmation rule's own changes), so it ranks under a full-frame candidate of equal score.
-- **Fusion** (``fuse``, with confirmation): a confirmed candidate's score becomes the max / mean of its own
-  (scaled) score and the best score among the sources that confirm it.
 - **Replacement** (``replace``, with confirmation): a full-frame candidate that confirms a window candidate leaves
   the merge: the window's box of that object, better placed, stands for it, and the two do not both survive the
   NMS as a duplicate when they disagree on size or class.
@@ -32,21 +30,20 @@ from typing import Sequence
 import numpy as np
 from scipy.special import expit
 
-__all__ = ['MergeRule', 'FUSE_MODES', 'candidate_scores', 'near_sources', 'confirmed_by', 'shift_to_score', 'merge_tiled']
-
-FUSE_MODES = ('none', 'max', 'mean')
+__all__ = ['MergeRule', 'candidate_scores', 'near_sources', 'confirmed_by', 'shift_to_score', 'merge_tiled']
 
 
 @dataclass(frozen=True)
 class MergeRule:
-    """The window-candidate rules (module docstring); the defaults change nothing."""
+    """The window-candidate rules (module docstring); the defaults change nothing (the tiled mode's own default is
+    :data:`.tiling.DEFAULT_MERGE`). ``radius``, ``cross``, ``unconfirmed`` and ``replace`` act only with
+    ``confirm > 0``."""
 
     confirm: float = 0.0          # 0 = off; else a confirming source candidate scores >= this, in (0, 1]
     radius: float = 1.0           # centre distance <= radius x the window box's half diagonal, > 0
     cross: bool = False           # another window's candidate confirms too (not only the full frame's)
     unconfirmed: float = 0.0      # unconfirmed window candidates: 0 = dropped, else score x this, in [0, 1]
     window_scale: float = 1.0     # every window candidate's score x this, in (0, 1]
-    fuse: str = 'none'            # confirmed candidate's score: 'none' (its own), 'max' / 'mean' with its best source
     replace: bool = False         # a full-frame candidate that confirms a window candidate leaves the merge
 
     def __post_init__(self):
@@ -58,10 +55,6 @@ class MergeRule:
             raise ValueError(f'unconfirmed must be in [0, 1] (0 = drop), got {self.unconfirmed}')
         if not (0.0 < self.window_scale <= 1.0):
             raise ValueError(f'window_scale must be in (0, 1], got {self.window_scale}')
-        if self.fuse not in FUSE_MODES:
-            raise ValueError(f'fuse must be one of {FUSE_MODES}, got {self.fuse!r}')
-        if self.confirm == 0.0 and (self.cross or self.fuse != 'none' or self.unconfirmed != 0.0 or self.replace):
-            raise ValueError('cross, fuse, unconfirmed and replace act on confirmation: set confirm > 0 too')
 
     @property
     def active(self) -> bool:
@@ -141,12 +134,6 @@ def _logit_of_scaled(top_logit: np.ndarray, factor: float | np.ndarray) -> np.nd
     return np.where(f == 1.0, top_logit, out)
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
-    """logit(p), p clipped into the open interval (0, 1)."""
-    q = np.clip(p, np.finfo(np.float64).tiny, np.nextafter(1.0, 0.0))
-    return np.log(q) - np.log1p(-q)
-
-
 def merge_tiled(boxes: np.ndarray, logits: np.ndarray, keeps: Sequence[np.ndarray | None],
                 full_tokens: np.ndarray | None, rule: MergeRule
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,7 +167,7 @@ def merge_tiled(boxes: np.ndarray, logits: np.ndarray, keeps: Sequence[np.ndarra
                     if q != p:
                         src_b.append(np.asarray(boxes[q])[win_src[q]])
                         src_s.append(scores[q][win_src[q]])
-            ok, best = confirmed_by(np.asarray(boxes[p])[i], np.concatenate(src_b), np.concatenate(src_s),
+            ok, _ = confirmed_by(np.asarray(boxes[p])[i], np.concatenate(src_b), np.concatenate(src_s),
                                     rule.radius)
             if rule.replace:
                 replaced |= near_sources(np.asarray(boxes[p])[i[ok]], src_b[0], rule.radius).any(axis=0)
@@ -188,10 +175,6 @@ def merge_tiled(boxes: np.ndarray, logits: np.ndarray, keeps: Sequence[np.ndarra
                 keep = ok
             else:
                 target = np.where(ok, target, _logit_of_scaled(target, rule.unconfirmed))
-            if rule.fuse == 'max':
-                target = np.where(ok, np.maximum(target, _logit(np.nan_to_num(best))), target)
-            elif rule.fuse == 'mean':
-                target = np.where(ok, _logit(0.5 * (expit(target) + np.nan_to_num(best))), target)
         out_idx.append(i[keep])
         out_lg.append(shift_to_score(lg[keep], target[keep]))
     if replaced.any():

@@ -5,7 +5,7 @@ from scipy.special import expit, logit
 
 from string_perception.runtime.tile_merge import (MergeRule, candidate_scores, confirmed_by, merge_tiled,
                                                   shift_to_score)
-from string_perception.runtime.tiling import TilingConfig, merge_candidates, parse_tiling
+from string_perception.runtime.tiling import DEFAULT_MERGE, TilingConfig, merge_candidates, parse_tiling
 
 
 def _box(x, y=0.0, z=1.0, size=0.1):
@@ -85,16 +85,14 @@ def test_unconfirmed_boxes_down_weighted_instead_of_dropped():
     assert [rows[i][1] for i in (0, 3, 4, 6)] == [0, 0, 1, 1]                   # classes kept
 
 
-def test_window_scale_and_fusion():
+def test_window_scale():
     boxes, logits = _passes(FULL, [WIN1, WIN2])
     keeps = [np.array([0]), np.array([0, 1]), np.array([0])]
     rows = _rows(*merge_tiled(boxes, logits, keeps, None, MergeRule(window_scale=0.5)))
     np.testing.assert_allclose([rows[i][0] for i in (0, 3, 4, 6)], [0.4, 0.4, 0.45, 0.3], rtol=1e-6)
-    rows = _rows(*merge_tiled(boxes, logits, keeps, None, MergeRule(confirm=0.2, window_scale=0.25, fuse='max')))
-    np.testing.assert_allclose([rows[0][0], rows[3][0]], [0.4, 0.4], rtol=1e-6)   # max(0.2, 0.4)
-    rows = _rows(*merge_tiled(boxes, logits, keeps, None, MergeRule(confirm=0.2, fuse='mean')))
-    np.testing.assert_allclose([rows[0][0], rows[3][0]], [0.4, 0.6], rtol=1e-6)   # mean(0.8, 0.4)
-    assert sorted(rows) == [0, 3]
+    assert [rows[i][1] for i in (0, 3, 4, 6)] == [0, 0, 1, 1]
+    rows = _rows(*merge_tiled(boxes, logits, keeps, None, MergeRule(confirm=0.2, window_scale=0.5, unconfirmed=0.5)))
+    np.testing.assert_allclose([rows[i][0] for i in (0, 3, 4, 6)], [0.4, 0.4, 0.225, 0.15], rtol=1e-6)
 
 
 def test_rules_that_change_nothing_give_the_plain_merge():
@@ -132,16 +130,19 @@ def test_confirmed_by_ignores_bad_rows():
 
 
 def test_parse_merge_options():
-    cfg = parse_tiling('2x2,confirm=0.1,radius=0.5,cross=1,unconfirmed=0.3,wscale=0.8,fuse=max,replace=1')
-    assert cfg.merge == MergeRule(confirm=0.1, radius=0.5, cross=True, unconfirmed=0.3, window_scale=0.8, fuse='max',
+    cfg = parse_tiling('2x2,confirm=0.1,radius=0.5,cross=1,unconfirmed=0.25,wscale=0.8,replace=1')
+    assert cfg.merge == MergeRule(confirm=0.1, radius=0.5, cross=True, unconfirmed=0.25, window_scale=0.8,
                                   replace=True)
     assert parse_tiling(cfg.spec) == cfg
-    assert cfg.spec == '2x2,confirm=0.1,radius=0.5,cross=1,unconfirmed=0.3,wscale=0.8,fuse=max,replace=1'
-    assert parse_tiling('2x2').merge == MergeRule() == TilingConfig().merge
+    assert cfg.spec == '2x2,confirm=0.1,radius=0.5,cross=1,unconfirmed=0.25,wscale=0.8,replace=1'
+    assert parse_tiling('2x2').merge == DEFAULT_MERGE == TilingConfig().merge                # the tiled mode's rule
+    assert DEFAULT_MERGE.active and not MergeRule().active
+    plain = parse_tiling('2x2,confirm=0')                                          # every window box, as before
+    assert not plain.merge.active and plain.spec == '2x2,confirm=0' and parse_tiling(plain.spec) == plain
+    assert parse_tiling('2x2,unconfirmed=0').merge == MergeRule(confirm=0.2, radius=0.4)  # options start from it
     for bad in ('2x2,confirm=1.5', '2x2,confirm=-0.1', '2x2,confirm=x', '2x2,radius=0', '2x2,wscale=0',
-                '2x2,wscale=1.2', '2x2,confirm=0.1,unconfirmed=2', '2x2,cross=1', '2x2,fuse=max',
-                '2x2,unconfirmed=0.5', '2x2,confirm=0.1,fuse=min', '2x2,confirm=0.1,cross=2', '2x2,replace=1',
-                '2x2,confirm=0.1,replace=yes'):
+                '2x2,wscale=1.2', '2x2,confirm=0.1,unconfirmed=2', '2x2,unconfirmed=-1',
+                '2x2,confirm=0.1,cross=2', '2x2,fuse=max', '2x2,confirm=0.1,replace=yes', '2x2,confirm'):
         with pytest.raises(ValueError):
             parse_tiling(bad)
 
