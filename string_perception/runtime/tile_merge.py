@@ -143,7 +143,9 @@ def merge_tiled(boxes: np.ndarray, logits: np.ndarray, keeps: Sequence[np.ndarra
     sources even when its boxes stay out) -> ``(boxes [M,12], logits [M,C], index [M])``, ``index`` numbering the
     tokens of all passes in order (pass ``p``'s token ``j`` is ``p * N + j``), as
     :func:`.tiling.merge_candidates`, with ``rule`` applied to the window candidates (module docstring). With no
-    rule active the candidates are those of ``merge_candidates`` (logits as float64): callers use that then."""
+    rule active the candidates are those of ``merge_candidates`` (logits as float64): callers use that then. A
+    window row with a non-finite number is never confirmed: down-weighted it stays non-finite (the decoder drops
+    and counts it), dropped (``unconfirmed = 0``) it is not counted."""
     P, N = len(boxes), (len(boxes[0]) if len(boxes) else 0)
     idx = [np.arange(N) if k is None else np.asarray(k, np.int64) for k in keeps]            # [n_p] per pass
     scores = [candidate_scores(logits[p]) for p in range(P)]                                   # [N] per pass
