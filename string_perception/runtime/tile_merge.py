@@ -170,7 +170,7 @@ def merge_tiled(boxes: np.ndarray, logits: np.ndarray, keeps: Sequence[np.ndarra
                         src_b.append(np.asarray(boxes[q])[win_src[q]])
                         src_s.append(scores[q][win_src[q]])
             ok, _ = confirmed_by(np.asarray(boxes[p])[i], np.concatenate(src_b), np.concatenate(src_s),
-                                    rule.radius)
+                                 rule.radius)
             if rule.replace:
                 replaced |= near_sources(np.asarray(boxes[p])[i[ok]], src_b[0], rule.radius).any(axis=0)
             if rule.unconfirmed == 0.0:
