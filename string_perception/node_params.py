@@ -108,7 +108,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('tiling', 'string', 'none',
               'tiled inference: none, or the whole frame plus R x C overlapping windows (2x2, 3x3; overlap 0.3), '
               'all boxes merged by one NMS: small objects are seen at up to R x the resolution, for R*C+1 model '
-              'runs a frame (2x2: about 5x the inference time; docs/results/workcell.md)',
+              'runs a frame (2x2: about 5x the inference time; docs/results/workcell.md); a window box the whole '
+              'frame does not confirm scores x 0.3 (docs/results/tiling_precision.md)',
               choices=('none', '2x2', '3x3'), live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',

@@ -26,6 +26,7 @@ from .errors import InputError
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, check_decode_params, decode_detections
 from .preprocess import RESIZE_MODES, ModelInputs, prepare_inputs, stack_inputs, to_rgb
+from .tile_merge import merge_tiled
 from .tiling import TilingConfig, inner_borders, merge_candidates, window_keep, window_layout
 from .tracking import Tracker, TrackerConfig, Tracks
 
@@ -209,12 +210,16 @@ class Pipeline:
         outputs = self._run_passes(passes)                                        # boxes [P,N,12], logits [P,N,C]
         t2 = time.perf_counter()
         n = outputs['boxes'].shape[1]
-        keeps: list[np.ndarray | None] = [self._frame_tokens(full, n) if cfg.full_frame_boxes else np.zeros(0, int)]
+        full_tokens = self._frame_tokens(full, n)                                 # [n'] or None = all
+        keeps: list[np.ndarray | None] = [full_tokens if cfg.full_frame_boxes else np.zeros(0, int)]
         for j, win in enumerate(windows, start=1):
             keep = window_keep(outputs['boxes'][j], passes[j].intrinsics[0], self.input_hw,
                                inner_borders(win, h, w), cfg.margin)              # [N]
             keeps.append(None if keep.all() else np.flatnonzero(keep))
-        boxes, logits, index = merge_candidates(outputs['boxes'], outputs['logits'], keeps)   # [M,12], [M,C], [M]
+        if cfg.merge.active:                                                      # [M,12], [M,C], [M]
+            boxes, logits, index = merge_tiled(outputs['boxes'], outputs['logits'], keeps, full_tokens, cfg.merge)
+        else:
+            boxes, logits, index = merge_candidates(outputs['boxes'], outputs['logits'], keeps)
         dets = self._decode_candidates(boxes, logits, index, top_k_factor=len(passes), agnostic=cfg.agnostic)
         t3 = time.perf_counter()
         tokens = outputs.get(TOKENS_OUTPUT)

@@ -20,19 +20,38 @@ of the overlap is dropped by both windows. Measured on the workcell test frames 
 inference"), the rule costs more than it saves, so the default margin is 0 (boxes beyond a window are still dropped). The full-frame pass keeps its boxes
 (``full_frame_boxes``) for objects larger than a window.
 
+Merge rule (:mod:`.tile_merge`, ``TilingConfig.merge``): the windows, zoomed in, fire on structure the whole frame
+does not call an object, so a window candidate enters the merge at full score only when the full-frame pass has a
+candidate scoring >= 0.2 near it (centre within 0.4 x its half diagonal); any other window candidate's score is
+multiplied by 0.3 (:data:`DEFAULT_MERGE`, measured in docs/results/tiling_precision.md). ``confirm=0`` merges every
+window candidate at its own score, as the first version did.
+
 Spec strings (:func:`parse_tiling`, the evaluator's ``MODEL:tiles2x2``; the node's ``tiling`` parameter takes ``none``, ``2x2``
 or ``3x3``): ``'none'``,
-``'2x2'``, ``'2x2,overlap=0.2,margin=0.05,full=0,batch=0,agnostic=1'``.
+``'2x2'``, ``'2x2,overlap=0.2,margin=0.05,full=0,batch=0,agnostic=1'``; the window-candidate merge rules of
+:mod:`.tile_merge` (:class:`.tile_merge.MergeRule`): ``confirm=F`` (a window box needs a full-frame candidate
+scoring >= F near it), ``radius=F``, ``cross=0|1`` (another window's candidate confirms too), ``unconfirmed=F``
+(0 drops an unconfirmed box, else its score x F), ``wscale=F`` (every window box's score x F),
+``replace=0|1`` (a full-frame candidate that confirms a window box leaves the merge).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ['TilingConfig', 'parse_tiling', 'window_layout', 'inner_borders', 'window_keep', 'merge_candidates']
+from .tile_merge import MergeRule
+
+__all__ = ['TilingConfig', 'DEFAULT_MERGE', 'parse_tiling', 'window_layout', 'inner_borders', 'window_keep', 'merge_candidates']
+
+
+# the tiled mode's merge rule (docs/results/tiling_precision.md): a window box needs a full-frame candidate scoring
+# >= 0.2 within 0.4 x its half diagonal, else its score x 0.3 (precision at 0.3: 0.22 -> 0.36 ALOHA, 0.15 -> 0.34
+# KUKA; AP3D@0.25 +0.03 / +0.06; class-aware IoU within 0.002). 'confirm=0' merges every window box as before.
+DEFAULT_MERGE = MergeRule(confirm=0.2, radius=0.4, unconfirmed=0.3)
 
 
 @dataclass(frozen=True)
@@ -46,6 +65,7 @@ class TilingConfig:
     full_frame_boxes: bool = True     # the full-frame pass's boxes enter the merge (it always runs: the embedding)
     batch: bool = True                # run all passes in one model call (else one call per pass)
     agnostic: bool = False            # the merge's NMS is class-agnostic (whatever the pipeline's nms_class_agnostic)
+    merge: MergeRule = DEFAULT_MERGE  # which window candidates enter the merge, with what score (.tile_merge)
 
     def __post_init__(self):
         rows, cols = self.grid
@@ -68,13 +88,23 @@ class TilingConfig:
         for key, name in (('full_frame_boxes', 'full'), ('batch', 'batch'), ('agnostic', 'agnostic')):
             if getattr(self, key) != getattr(d, key):
                 out += f',{name}={int(getattr(self, key))}'
+        m, dm = self.merge, d.merge
+        for key, name in MERGE_OPTIONS.items():
+            v = getattr(m, key)
+            if v != getattr(dm, key):
+                out += f',{name}={int(v)}' if isinstance(v, bool) else f',{name}={v:g}'
         return out
+
+
+MERGE_OPTIONS = {'confirm': 'confirm', 'radius': 'radius', 'cross': 'cross', 'unconfirmed': 'unconfirmed',
+                 'window_scale': 'wscale', 'replace': 'replace'}   # MergeRule field -> spec option name
 
 
 def parse_tiling(spec: str | None) -> TilingConfig | None:
     """``'none'`` / ``''`` / None -> None (no tiling); ``'RxC[,overlap=F][,margin=F][,full=0|1][,batch=0|1]
-    [,agnostic=0|1]'`` ->
-    :class:`TilingConfig`; ``ValueError`` for anything else."""
+    [,agnostic=0|1][,confirm=F][,radius=F][,cross=0|1][,unconfirmed=F][,wscale=F][,replace=0|1]'``
+    ->
+    :class:`TilingConfig`; ``ValueError`` for anything else (an unknown option, a value out of range)."""
     if spec is None or spec.strip().lower() in ('', 'none'):
         return None
     head, *opts = [s.strip() for s in spec.strip().lower().split(',')]
@@ -83,15 +113,25 @@ def parse_tiling(spec: str | None) -> TilingConfig | None:
     except ValueError:
         raise ValueError(f"tiling spec must start with ROWSxCOLS (e.g. '2x2'), got {spec!r}") from None
     fields: dict = {'grid': (rows, cols)}
+    merge: dict = {}
     for opt in opts:
         key, _, val = opt.partition('=')
-        if key in ('overlap', 'margin'):
-            fields[key] = float(val)
-        elif key in ('full', 'batch', 'agnostic') and val in ('0', '1'):
-            fields['full_frame_boxes' if key == 'full' else key] = val == '1'
-        else:
-            raise ValueError(f'unknown tiling option {opt!r} in {spec!r} (overlap=F, margin=F, full=0|1, batch=0|1, agnostic=0|1)')
-    return TilingConfig(**fields)
+        try:
+            if key in ('overlap', 'margin'):
+                fields[key] = float(val)
+            elif key in ('full', 'batch', 'agnostic') and val in ('0', '1'):
+                fields['full_frame_boxes' if key == 'full' else key] = val == '1'
+            elif key in ('confirm', 'radius', 'unconfirmed', 'wscale'):
+                merge['window_scale' if key == 'wscale' else key] = float(val)
+            elif key in ('cross', 'replace') and val in ('0', '1'):
+                merge[key] = val == '1'
+            else:
+                raise KeyError(key)
+        except (KeyError, ValueError):
+            raise ValueError(f'unknown tiling option {opt!r} in {spec!r} (overlap=F, margin=F, full=0|1, batch=0|1, '
+                             'agnostic=0|1, confirm=F, radius=F, cross=0|1, unconfirmed=F, wscale=F, replace=0|1)'
+                             ) from None
+    return TilingConfig(**fields, merge=dataclasses.replace(DEFAULT_MERGE, **merge))
 
 
 def window_layout(h: int, w: int, input_hw: tuple[int, int], grid: tuple[int, int],

@@ -3,10 +3,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy.special import expit
 
 from string_perception.runtime import Pipeline, prepare_inputs
-from string_perception.runtime.tiling import (TilingConfig, inner_borders, merge_candidates, parse_tiling,
-                                              window_keep, window_layout)
+from string_perception.runtime.tile_merge import MergeRule
+from string_perception.runtime.tiling import (DEFAULT_MERGE, TilingConfig, inner_borders, merge_candidates,
+                                              parse_tiling, window_keep, window_layout)
 from test.support.tiny_model import TINY_TOKENS_DIM, save_tiny_model
 
 CPU_ONLY = ('CPUExecutionProvider',)
@@ -174,13 +176,26 @@ def test_an_object_seen_whole_by_two_windows_gives_one_box():
 
 def test_a_box_cut_by_an_inner_border_is_dropped():
     frame, t, size = _scene(320, 420, 80, 120)                # window 0 (columns 0..345) sees 26 of its 100 px
-    cut = _pipe(TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False))(*frame).detections
+    plain = MergeRule()                                       # every window box at its own score
+    cut = _pipe(TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False, merge=plain))(*frame).detections
     assert len(cut) == 2                                      # without the rule: the whole box and the cut one
     assert np.abs(cut.sizes[:, 0] - size[0]).max() > 0.1
-    dets = _pipe(TilingConfig(overlap=0.15, margin=0.075, full_frame_boxes=False))(*frame).detections
+    dets = _pipe(TilingConfig(overlap=0.15, margin=0.075, full_frame_boxes=False, merge=plain))(*frame).detections
     assert len(dets) == 1
     np.testing.assert_allclose(dets.translations[0], t, atol=0.006)
     np.testing.assert_allclose(dets.sizes[0], size, atol=0.006)
+
+
+def test_the_default_merge_rule_down_weights_the_unconfirmed_cut_box():
+    frame, t, size = _scene(320, 420, 80, 120)                # as above: window 0 sees a cut box the full frame lacks
+    cfg = TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False)
+    assert cfg.merge == DEFAULT_MERGE and DEFAULT_MERGE.unconfirmed == 0.3
+    pipe = Pipeline('depth_blob', model=DepthBlobModel(), score_threshold=0.05, nms_iou=0.3, tiling=cfg)
+    dets = pipe(*frame).detections
+    assert len(dets) == 2
+    np.testing.assert_allclose(dets.translations[0], t, atol=0.006)            # the whole box, confirmed, first
+    np.testing.assert_allclose(dets.scores, [expit(3.0), 0.3 * expit(3.0)], rtol=1e-6)   # the cut one x 0.3
+    assert len(_pipe(cfg)(*frame).detections) == 1                              # under the node's threshold 0.3
 
 
 @pytest.fixture(scope='module')
