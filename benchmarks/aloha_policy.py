@@ -5,6 +5,7 @@
     python -m benchmarks.aloha_policy eval --policy runs/aloha_policy/bc/policy.onnx \
         --perception runs/aloha_policy/bc/perception.onnx --seeds 1000:1050 --processes 2
     python -m benchmarks.aloha_policy eval --seeds 1000:1050          # the shipped pair (models/MODEL_CARD_policy.md)
+    python -m benchmarks.aloha_policy eval --task insertion --seeds 1000:1050      # the shipped insertion pair
 
 Demonstrations are the scripted demonstrator (sim/demos/scripted.py) on seeds 0.., observed every --frame-every
 steps (sim/demos/rollout.record_demonstration), one npz per episode. Evaluation seeds start at 1000 (held out).
@@ -207,7 +208,7 @@ def summarize(rows: list[dict]) -> dict:
 def cmd_eval(args) -> int:
     seeds = parse_seed_range(args.seeds)
     if not (args.perception or args.policy or args.privileged or args.torch):      # the shipped controller
-        args.perception, args.policy = (str(p) for p in shipped_policy_pair())
+        args.perception, args.policy = (str(p) for p in shipped_policy_pair(args.task))
     elif bool(args.perception) != bool(args.policy):
         raise SystemExit('--perception and --policy go together (neither: the shipped pair)')
     spec = dict(perception=args.perception, policy=args.policy, privileged=args.privileged, torch=args.torch,
@@ -290,6 +291,8 @@ def main(argv=None) -> int:
     e.add_argument('--perception', help='perception ONNX (policy/export.py); with --policy. Neither, nor '
                    '--privileged / --torch: the shipped pair (models/MODEL_CARD_policy.md)')
     e.add_argument('--policy', help='policy ONNX')
+    e.add_argument('--task', default='transfer_cube', choices=('transfer_cube', 'insertion'),
+                   help='with neither --perception nor --policy: whose shipped pair runs (a pair runs its own task)')
     e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
     e.add_argument('--torch', help='a vision BC checkpoint run in PyTorch instead of the ONNX pair')
     e.add_argument('--cube-noise-m', type=float, default=0.0,

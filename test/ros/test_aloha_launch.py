@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from string_perception import node_params as P
-from string_perception.paths import SHIPPED_POLICY, SHIPPED_POLICY_PERCEPTION
+from string_perception.paths import (SHIPPED_INSERTION_PERCEPTION, SHIPPED_INSERTION_POLICY, SHIPPED_POLICY,
+                                     SHIPPED_POLICY_PERCEPTION)
 from string_perception.ros.node import DEFAULT_MODEL
 from string_perception.ros import policy_params as PP
 from string_perception.ros.aloha_launch import SIM_TOPICS
@@ -77,6 +78,20 @@ def test_empty_model_paths_launch_the_shipped_pair(description, empty):
     # the policy's perception file, not the perception node's own default (the detector)
     assert SHIPPED_POLICY_PERCEPTION != DEFAULT_MODEL
     assert _by_executable(_run(description)) == nodes                     # not given at all: the same
+
+
+def test_task_picks_the_simulated_task_and_its_shipped_pair(description):
+    nodes = _by_executable(_run(description, task='insertion'))
+    sim = build_parser().parse_args(nodes['string-perception-sim-aloha']['arguments'])
+    assert sim.task == 'insertion'
+    assert Path(nodes['string_perception_node']['parameters'][1]['model_path']) == \
+        REPO / 'models' / SHIPPED_INSERTION_PERCEPTION
+    assert Path(nodes['string_perception_policy']['parameters'][0]['model_path']) == \
+        REPO / 'models' / SHIPPED_INSERTION_POLICY
+    default = build_parser().parse_args(_by_executable(_run(description))['string-perception-sim-aloha']['arguments'])
+    assert default.task == 'transfer_cube'
+    with pytest.raises(ValueError, match='task'):
+        _run(description, task='stacking', policy_model_path='/p.onnx')
 
 
 def test_given_model_paths_hold(description):
