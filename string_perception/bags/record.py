@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f'{STARTED_LINE}: {args.output} ({args.storage}), '
                   f'{"every topic" if args.all else " ".join(args.topics)}', flush=True)
             try:
-                while True:
+                while rclpy.ok():                    # Ctrl-C / SIGINT: rclpy's handler shuts the context down
                     now = time.monotonic()
                     if now >= next_discovery:
                         for topic in rec.discover():
@@ -136,7 +136,12 @@ def main(argv: list[str] | None = None) -> int:
                         break
                     if args.max_messages is not None and rec.received >= args.max_messages:
                         break
-                    executor.spin_once(timeout_sec=0.05)
+                    try:
+                        executor.spin_once(timeout_sec=0.05)
+                    except Exception:
+                        if rclpy.ok():
+                            raise
+                        break          # the signal came between the ok() check and the wait: an invalid context
             except (KeyboardInterrupt, ExternalShutdownException):
                 pass
     finally:
