@@ -61,9 +61,8 @@ def policy_task(policy: str) -> str:
     """The sim task a policy file was trained for (its metadata task 'aloha_<task>'; the linear TEST policy and
     unknown tasks: transfer_cube)."""
     from string_perception.runtime.policy_model import PolicyModel
-    from string_perception.sim.demos.tasks import TASK_NAMES
-    name = PolicyModel(policy).metadata.task.split()[0].removeprefix('aloha_')
-    return name if name in TASK_NAMES else 'transfer_cube'
+    from string_perception.sim.demos.tasks import task_of_file
+    return task_of_file(PolicyModel(policy).metadata.task, default='transfer_cube')
 
 
 def run_offline(perception: str, policy: str, seeds: list[int], steps: int, trace: Path | None = None) -> dict:

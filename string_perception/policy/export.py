@@ -38,22 +38,10 @@ from ..runtime.model_metadata import ModelMetadata
 from ..runtime.policy_model import POLICY_METADATA_KEY, PolicyMetadata, PolicyModel
 from ..sim.demos.rollout import JOINT_NAMES
 from ..sim.demos.aloha_scene import CONTROL_DT
+from ..sim.demos.tasks import file_task
 from .train_bc import load_policy
 
-TASK_PREFIX = 'aloha_'            # PolicyMetadata.task / policy_task: 'aloha_' + the sim task (sim/demos/tasks.py)
-TASK = TASK_PREFIX + 'transfer_cube'
-
-
-def metadata_task(task: str) -> str:
-    """A sim task name (transfer_cube, insertion) -> the files' task string (aloha_transfer_cube, ...)."""
-    return TASK_PREFIX + task
-
-
-def sim_task(metadata_task_name: str) -> str:
-    """The inverse of :func:`metadata_task`."""
-    if not metadata_task_name.startswith(TASK_PREFIX):
-        raise ValueError(f'policy task {metadata_task_name!r} is not an ALOHA simulation task')
-    return metadata_task_name[len(TASK_PREFIX):]
+TASK = file_task('transfer_cube')       # PolicyMetadata.task / policy_task of a transfer-cube pair
 EMBEDDING_SOURCE = 'bc_policy'
 POLICY_OPSET = 17
 
@@ -100,7 +88,7 @@ def _export_perception(vitd, out: Path, ckpt_extra: dict, source: str, frozen: b
     record = export_checkpoint(vitd_ckpt, path, verify_frames=verify_frames, log=log)
     model = onnx.load(str(path))
     meta = ModelMetadata.from_model(model)
-    meta = replace(meta, extra={**meta.extra, 'embedding_source': source, 'policy_task': metadata_task(task),
+    meta = replace(meta, extra={**meta.extra, 'embedding_source': source, 'policy_task': file_task(task),
                                 'policy_encoder_frozen': str(frozen).lower()})
     meta.write_to(model)                             # metadata only: the weights (and their checksum) are unchanged
     onnx.save(model, str(path))
@@ -113,7 +101,7 @@ def _export_policy_file(head, cfg, out: Path, perception: tuple[Path, dict, Mode
     perception_path, record, pmeta = perception
     meta = PolicyMetadata(chunk_size=cfg.chunk_size, embed_dim=head.embed_dim, joint_names=JOINT_NAMES,
                           control_rate_hz=1.0 / CONTROL_DT, temporal_ensemble_m=cfg.temporal_ensemble_m,
-                          query_every=cfg.query_every, task=metadata_task(cfg.task),
+                          query_every=cfg.query_every, task=file_task(cfg.task),
                           perception_model_sha256=pmeta.weights_sha256,
                           embedding_latch=embedding_latch, extra=extra)
     policy_path = out / 'policy.onnx'

@@ -176,3 +176,14 @@ def test_insertion_localiser_and_its_exported_pair_follow_the_task(tmp_path):
     peg, socket = sample_insertion_pose(1000)
     assert result.rewards.shape == (8,) and result.queries == 2
     np.testing.assert_allclose(result.object_xyz, np.r_[peg[:3], socket[:3]], atol=1e-9)
+
+
+def test_file_task_strings_round_trip():
+    from string_perception.sim.demos.tasks import file_task, task_of_file
+    for task in TASKS:
+        assert task_of_file(file_task(task)) == task
+    assert file_task('insertion') == 'aloha_insertion'
+    assert task_of_file('aloha_transfer_cube (linear TEST policy)') == 'transfer_cube'
+    assert task_of_file('pick_place', default='transfer_cube') == 'transfer_cube'
+    with pytest.raises(ValueError, match='names no ALOHA task'):
+        task_of_file('aloha_stacking')

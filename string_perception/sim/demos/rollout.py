@@ -26,7 +26,7 @@ import numpy as np
 from ...runtime.action_chunks import TemporalEnsemble
 from ..render import SceneRenderer
 from .aloha_scene import ARM_JOINTS, SIDES, AlohaScene
-from .tasks import TASK_NAMES, get_task
+from .tasks import TASK_NAMES, get_task, task_of_file
 from .transfer_cube import EPISODE_STEPS
 
 __all__ = ['JOINT_NAMES', 'Observation', 'EpisodeResult', 'RolloutConfig', 'CellCamera', 'StateCamera',
@@ -265,6 +265,5 @@ class OnnxActor:
     def rollout_config(self, **overrides) -> RolloutConfig:
         """RolloutConfig with the policy file's chunk size, query interval and ensembling weight."""
         m = self.policy.metadata
-        task = m.task[len('aloha_'):] if m.task.startswith('aloha_') else m.task     # policy/export.sim_task
-        base = dict(task=task, chunk_size=m.chunk_size, query_every=m.query_every, temporal_ensemble_m=m.temporal_ensemble_m)
+        base = dict(task=task_of_file(m.task), chunk_size=m.chunk_size, query_every=m.query_every, temporal_ensemble_m=m.temporal_ensemble_m)
         return RolloutConfig(**{**base, **overrides})

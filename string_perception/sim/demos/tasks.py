@@ -27,7 +27,7 @@ from .scripted import TransferCubeDemonstrator, TransferScript
 from .transfer_cube import BOX_RANGE, EPISODE_STEPS as TRANSFER_STEPS
 from .transfer_cube import MAX_REWARD, TransferCubeScene
 
-__all__ = ['AlohaTask', 'TASKS', 'TASK_NAMES', 'get_task']
+__all__ = ['AlohaTask', 'TASKS', 'TASK_NAMES', 'FILE_TASK_PREFIX', 'get_task', 'file_task', 'task_of_file']
 
 STATE_SCALE = 0.1                       # metres -> about [-1, 1] over the 0.1-0.2 m wide reset ranges
 
@@ -81,6 +81,26 @@ TASKS: dict[str, AlohaTask] = {
                            INSERTION_OUTCOMES),
 }
 TASK_NAMES = tuple(TASKS)
+
+
+FILE_TASK_PREFIX = 'aloha_'      # how exported files name a task (PolicyMetadata.task, perception policy_task)
+
+
+def file_task(task: str) -> str:
+    """A task name -> the string exported files carry (transfer_cube -> aloha_transfer_cube)."""
+    return FILE_TASK_PREFIX + get_task(task).name
+
+
+def task_of_file(text: str, default: str | None = None) -> str:
+    """The task of a file's task string ('aloha_insertion', 'aloha_transfer_cube (linear TEST policy)'); a string
+    naming no task gives ``default`` (None: ValueError)."""
+    words = text.split()
+    name = words[0][len(FILE_TASK_PREFIX):] if words and words[0].startswith(FILE_TASK_PREFIX) else ''
+    if name in TASKS:
+        return name
+    if default is None:
+        raise ValueError(f'{text!r} names no ALOHA task (expected {FILE_TASK_PREFIX}<one of {TASK_NAMES}>)')
+    return default
 
 
 def get_task(name: str) -> AlohaTask:
