@@ -194,7 +194,8 @@ def summarize(rows: list[dict]) -> dict:
     n = len(rows)
     stages = {k: sum(r['max_reward'] == k for r in rows) for k in range(5)}
     task = get_task(rows[0].get('task', 'transfer_cube'))
-    return dict(task=task.name, episodes=n, success=sum(r['success'] for r in rows), success_rate=sum(r['success'] for r in rows) / n,
+    return dict(task=task.name, episodes=n, success=sum(r['success'] for r in rows),
+                success_rate=sum(r['success'] for r in rows) / n,
                 success_max=sum(r['success_max'] for r in rows),
                 outcomes=outcome_counts((r['outcome'] for r in rows), task.outcomes),
                 reached={k: sum(r['max_reward'] >= k for r in rows) for k in range(1, 5)}, max_stage=stages,

@@ -122,7 +122,8 @@ def run_ros(perception: str, policy: str, seeds: list[int], steps: int, work: Pa
         if not (procs[0].wait_for_line(NODE_READY, 180) and procs[1].wait_for_line(POLICY_READY, 180)):
             raise RuntimeError('nodes did not start:\n' + '\n'.join(p.log() for p in procs))
         sim = ChildProcess('sim', [sys.executable, '-m', 'string_perception.sim_ros.sim_aloha_loop',
-                                   '--task', policy_task(policy), '--seeds', *map(str, seeds), '--steps', str(steps), '--out', str(out),
+                                   '--task', policy_task(policy), '--seeds', *map(str, seeds),
+                                   '--steps', str(steps), '--out', str(out),
                                    '--depth-encoding', depth_encoding,
                                    *(['--trace-dir', str(trace)] if trace else [])], env, work / 'sim.log', cwd=REPO)
         procs.append(sim)

@@ -22,7 +22,8 @@ from ..paths import SHIPPED_POLICY_PAIRS, shipped_policy_pair
 from . import policy_params as PP
 from .launch_setup import PACKAGE, node_fqn, parse_bool
 
-__all__ = ['TASKS', 'DEFAULT_POLICY_NODE_NAME', 'SIM_TOPICS', 'SIM_EXECUTABLE', 'POLICY_EXECUTABLE', 'PERCEPTION_EXECUTABLE', 'aloha_policy_actions']
+__all__ = ['TASKS', 'DEFAULT_POLICY_NODE_NAME', 'SIM_TOPICS', 'SIM_EXECUTABLE', 'POLICY_EXECUTABLE',
+           'PERCEPTION_EXECUTABLE', 'aloha_policy_actions']
 
 SIM_EXECUTABLE = 'string-perception-sim-aloha'
 PERCEPTION_EXECUTABLE = 'string_perception_node'
@@ -44,7 +45,8 @@ def _sim_arguments(cfg: Mapping[str, str], command_topic: str) -> list[str]:
     seeds = cfg['seeds'].replace(',', ' ').split()
     if not seeds or not all(s.lstrip('-').isdigit() for s in seeds):
         raise ValueError(f"launch argument seeds:={cfg['seeds']!r} must list integers")
-    args = ['--task', _task(cfg), '--seeds', *seeds, '--steps', str(int(cfg['steps'])), '--command-topic', command_topic,
+    args = ['--task', _task(cfg), '--seeds', *seeds, '--steps', str(int(cfg['steps'])),
+            '--command-topic', command_topic,
             '--image-topic', SIM_TOPICS['image'], '--depth-topic', SIM_TOPICS['depth'],
             '--info-topic', SIM_TOPICS['camera_info'], '--depth-encoding', cfg['depth_encoding']]
     if cfg['results']:

@@ -1,5 +1,6 @@
 """The simulated ALOHA cell in a closed loop over ROS (``string-perception-sim-aloha``): transfer-cube (or, with
-``--task insertion``, insertion) episodes in LOCKSTEP with a controller (the perception node + the policy node, launch/aloha_policy.launch.py).
+``--task insertion``, insertion) episodes in LOCKSTEP with a controller (the perception node + the policy node,
+launch/aloha_policy.launch.py).
 
 Each control step (50 Hz of simulated time) publishes the top camera as an RGB-D driver does (colour rgb8, depth
 16UC1 mm or 32FC1 m, CameraInfo; the recorder's / rollout.py's camera settings), ``/joint_states`` (the 14 joints

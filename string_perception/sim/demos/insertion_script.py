@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .insertion import EPISODE_STEPS, InsertionScene
-from .waypoints import ArmIK, Track, tool_axes
+from .waypoints import ArmIK, Track, pick_axes
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,7 @@ class InsertionDemonstrator:
     def __init__(self, scene: InsertionScene, script: InsertionScript = InsertionScript()):
         self.scene, self.s = scene, script
         self.arms = ArmIK(scene, script.ik_iterations)
-        a = np.radians(script.pick_tilt_deg)
-        self.R = {'right': tool_axes(np.array([-np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, -1.0, 0.0])),
-                  'left': tool_axes(np.array([np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, 1.0, 0.0]))}
+        self.R = {side: pick_axes(script.pick_tilt_deg, side) for side in ('right', 'left')}
         m = scene.model
         peg, socket = scene.peg_position(), scene.socket_position()
         peg[2] = m.geom_size[scene.peg_geom][2]                               # resting on the table

@@ -265,5 +265,6 @@ class OnnxActor:
     def rollout_config(self, **overrides) -> RolloutConfig:
         """RolloutConfig with the policy file's chunk size, query interval and ensembling weight."""
         m = self.policy.metadata
-        base = dict(task=task_of_file(m.task), chunk_size=m.chunk_size, query_every=m.query_every, temporal_ensemble_m=m.temporal_ensemble_m)
+        base = dict(task=task_of_file(m.task), chunk_size=m.chunk_size, query_every=m.query_every,
+                    temporal_ensemble_m=m.temporal_ensemble_m)
         return RolloutConfig(**{**base, **overrides})

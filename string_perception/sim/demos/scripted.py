@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .transfer_cube import TransferCubeScene
-from .waypoints import ArmIK, Track, tool_axes
+from .waypoints import ArmIK, Track, pick_axes, tool_axes
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,7 @@ class TransferCubeDemonstrator:
         self.scene, self.s = scene, script
         self.arms = ArmIK(scene, script.ik_iterations)
         start = self.arms.start
-        a = np.radians(script.pick_tilt_deg)
-        self.R_pick = tool_axes(np.array([-np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, -1.0, 0.0]))
+        self.R_pick = pick_axes(script.pick_tilt_deg, 'right')
         self.R_left = tool_axes(np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0]))
         meet = np.asarray(script.meet, float)
         box = scene.box_position()

@@ -24,6 +24,14 @@ def tool_axes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.stack([x, y, np.cross(x, y)], axis=1)
 
 
+def pick_axes(tilt_deg: float, side: str) -> np.ndarray:
+    """[3,3] tool axes of a pick from above by the ``side`` arm: the tool axis tilted ``tilt_deg`` below horizontal
+    towards the arm's own side (the right arm, at +x, points along -x), the fingers closing across world y."""
+    sign = -1.0 if side == 'right' else 1.0
+    a = np.radians(tilt_deg)
+    return tool_axes(np.array([sign * np.cos(a), 0.0, -np.sin(a)]), np.array([0.0, sign, 0.0]))
+
+
 class Track:
     """Piecewise tool trajectory: waypoints (t, position [3], axes [3,3], gripper) interpolated at a time step;
     held at the first waypoint before it and the last after it."""
