@@ -27,6 +27,7 @@ os.environ.setdefault('LP_NUM_THREADS', '1')
 
 import numpy as np  # noqa: E402
 
+from string_perception.aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK  # noqa: E402
 from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.paths import shipped_policy_pair  # noqa: E402
 from string_perception.sim.demos.outcomes import outcome_counts, success_max_reward  # noqa: E402
@@ -292,7 +293,7 @@ def main(argv=None) -> int:
     e.add_argument('--perception', help='perception ONNX (policy/export.py); with --policy. Neither, nor '
                    '--privileged / --torch: the shipped pair (models/MODEL_CARD_policy.md)')
     e.add_argument('--policy', help='policy ONNX')
-    e.add_argument('--task', default='transfer_cube', choices=('transfer_cube', 'insertion'),
+    e.add_argument('--task', default=DEFAULT_ALOHA_TASK, choices=ALOHA_TASK_NAMES,
                    help='with neither --perception nor --policy: whose shipped pair runs (a pair runs its own task)')
     e.add_argument('--privileged', help='a privileged BC checkpoint instead of the ONNX pair')
     e.add_argument('--torch', help='a vision BC checkpoint run in PyTorch instead of the ONNX pair')

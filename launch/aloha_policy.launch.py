@@ -17,7 +17,8 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.substitutions import FindPackageShare
 
-from string_perception.ros.aloha_launch import DEFAULT_POLICY_NODE_NAME, aloha_policy_actions
+from string_perception.aloha_tasks import DEFAULT_ALOHA_TASK
+from string_perception.ros.aloha_launch import DEFAULT_POLICY_NODE_NAME, TASKS, aloha_policy_actions
 from string_perception.ros.launch_setup import BOOL_CHOICES, loopback_environment
 
 PACKAGE = 'string_perception'
@@ -33,7 +34,7 @@ def generate_launch_description() -> LaunchDescription:
         DeclareLaunchArgument('policy_model_path', default_value='',
                               description='policy ONNX (runtime/policy_model.py contract; empty: the shipped policy, '
                                           'models/aloha_policy.onnx, see models/MODEL_CARD_policy.md)'),
-        DeclareLaunchArgument('task', default_value='transfer_cube', choices=['transfer_cube', 'insertion'],
+        DeclareLaunchArgument('task', default_value=DEFAULT_ALOHA_TASK, choices=list(TASKS),
                               description='gym-aloha task the simulator runs; empty model paths pick its shipped '
                                           'pair (a given policy file must be trained for it)'),
         DeclareLaunchArgument('seeds', default_value='0', description='episodes: comma-separated reset seeds'),

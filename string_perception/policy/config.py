@@ -5,14 +5,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK
+
 OBSERVATIONS = ('vision', 'privileged')
-TASKS = ('transfer_cube', 'insertion')         # sim/demos/tasks.TASK_NAMES (checked there too)
+TASKS = ALOHA_TASK_NAMES
 
 
 @dataclass
 class PolicyConfig:
     # data
-    task: str = 'transfer_cube'                 # the demos' task (sim/demos/tasks.py): transfer_cube | insertion
+    task: str = DEFAULT_ALOHA_TASK              # the demos' task (sim/demos/tasks.py): transfer_cube | insertion
     demos: str = 'runs/aloha_policy/demos'      # demo_<seed>.npz (sim/demos/rollout.record_demonstration)
     val_episodes: int = 5                       # the last demos (by seed) are held out for the validation loss
     episodes: int = 0                           # use the first N demos by seed (0: all of the directory); the

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..paths import SHIPPED_POLICY_PAIRS, shipped_policy_pair
+from ..aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK
+from ..paths import shipped_policy_pair
 from . import policy_params as PP
 from .launch_setup import PACKAGE, node_fqn, parse_bool
 
@@ -29,13 +30,13 @@ SIM_EXECUTABLE = 'string-perception-sim-aloha'
 PERCEPTION_EXECUTABLE = 'string_perception_node'
 POLICY_EXECUTABLE = 'string_perception_policy'
 DEFAULT_POLICY_NODE_NAME = PP.NODE_NAME
-TASKS = tuple(SHIPPED_POLICY_PAIRS)             # the simulator's --task choices (sim/demos/tasks.py)
+TASKS = ALOHA_TASK_NAMES                        # the simulator's --task choices (sim/demos/tasks.py)
 SIM_TOPICS = {'image': '/camera/color/image_raw', 'depth': '/camera/depth/image_raw',
               'camera_info': '/camera/color/camera_info', 'joint_states': '/joint_states'}
 
 
 def _task(cfg: Mapping[str, str]) -> str:
-    task = cfg.get('task', 'transfer_cube')
+    task = cfg.get('task', DEFAULT_ALOHA_TASK)
     if task not in TASKS:
         raise ValueError(f'launch argument task:={task!r} must be one of {TASKS}')
     return task

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK
 from ..bags import messages as M
 from ..bags.ros_io import message_class, publisher_qos
 from ..bags.typestore import make_typestore
@@ -68,7 +69,7 @@ class EpisodeStats:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='string-perception-sim-aloha', description=__doc__.split('\n\n')[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--task', default='transfer_cube', choices=('transfer_cube', 'insertion'),
+    p.add_argument('--task', default=DEFAULT_ALOHA_TASK, choices=ALOHA_TASK_NAMES,
                    help='the gym-aloha task (sim/demos/tasks.py); the policy file must be trained for it')
     p.add_argument('--seeds', type=int, nargs='+', default=[0], help='one episode per seed (gym-aloha reset pose)')
     p.add_argument('--steps', type=int, default=400, help='control steps per episode (gym-aloha: 400)')

@@ -119,7 +119,7 @@ IMPORT_TIME_RULES = (
 # no circle, see the tests below); every part of the package must be placed here.
 LEVELS = (
     ('foundations', ('box_ops', 'iou3d', 'iou3d_bounds', 'paths', 'cli', 'qos', 'child_process', 'assignment',
-                     'dds_env', 'domain_reservation')),
+                     'dds_env', 'domain_reservation', 'aloha_tasks')),
     ('cores', ('runtime', 'scenes', 'symmetry', 'metrics', 'encodings', 'model', 'box_ops_torch', 'matcher')),
     ('codec, parameters, simulator', ('codec', 'node_params', 'sim')),
     ('learning', ('training', 'evaluation')),

@@ -75,3 +75,9 @@ def test_a_frame_goes_through_the_pair_to_an_action_chunk(pair):
     # the chunk depends on the image: another frame, another chunk (the localiser reads the camera)
     other = prepare_inputs(color[:, ::-1].copy(), depth[:, ::-1].copy(), K, perception.input_hw, resize_mode='crop')
     assert not np.allclose(policy.predict(perception.run(**other.feed())['embedding'], qpos), actions)
+
+
+def test_every_task_has_a_shipped_pair():
+    """The task names parsers and launch files offer (aloha_tasks.py) are the tasks with a shipped controller."""
+    from string_perception.aloha_tasks import ALOHA_TASK_NAMES
+    assert tuple(SHIPPED_POLICY_PAIRS) == ALOHA_TASK_NAMES

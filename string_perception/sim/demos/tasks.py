@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...aloha_tasks import ALOHA_TASK_NAMES
 from .aloha_scene import AlohaScene
 from .insertion import EPISODE_STEPS as INSERTION_STEPS
 from .insertion import PEG_RANGE, SOCKET_RANGE, InsertionScene
@@ -81,6 +82,8 @@ TASKS: dict[str, AlohaTask] = {
                            INSERTION_OUTCOMES),
 }
 TASK_NAMES = tuple(TASKS)
+if TASK_NAMES != ALOHA_TASK_NAMES:          # the MuJoCo-free list parsers and launch files offer
+    raise ImportError(f'sim/demos/tasks.py implements {TASK_NAMES}, aloha_tasks.py lists {ALOHA_TASK_NAMES}')
 
 
 FILE_TASK_PREFIX = 'aloha_'      # how exported files name a task (PolicyMetadata.task, perception policy_task)
