@@ -18,7 +18,9 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
 - ``agnostic``: average best 3D IoU over every labelled object, any class;
 - ``hit_25``: the fraction of objects whose best class-agnostic IoU is >= 0.25;
 - ``ap3d_25``: AP3D@0.25 (class-aware, every class of the model);
-- ``heldout_agnostic``: average best class-agnostic IoU over the held-out mesh objects;
+- ``heldout_agnostic``: average best class-agnostic IoU over the held-out mesh objects (``heldout_num_gt`` of them);
+- ``seen_mesh_agnostic``: the same over the rig frames' mesh objects, drawn from the training meshes
+  (``seen_mesh_num_gt``): what "never seen" is compared with;
 - the error breakdown of ``training/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
   duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
   object's projected size in pixels and by its visibility.
@@ -271,27 +273,41 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
                                                          len(CLASS_NAMES), False)
         held = [i for i in idx if frames[i].cell == cell and frames[i].rig == HELDOUT]
         if held:                                          # only the held-out mesh objects count here
-            hp = [preds[i] for i in held]
-            hg = [{'params': gts[i]['params'][gts[i]['labels'] == OBJECT],
-                   'labels': gts[i]['labels'][gts[i]['labels'] == OBJECT]} for i in held]
-            best = metrics.best_iou_per_gt(hp, hg, False, metrics.frame_ious_sym(hp, hg, names))
+            best = _mesh_best_ious([preds[i] for i in held], [gts[i] for i in held], names, OBJECT)
             out['cells'][cell]['heldout_agnostic'] = float(best.mean()) if len(best) else None
             out['cells'][cell]['heldout_num_gt'] = int(len(best))
+        if sel:                                           # the training meshes of the rig frames, the same score
+            best = _mesh_best_ious([preds[i] for i in sel], [gts[i] for i in sel], names, OBJECT)
+            out['cells'][cell]['seen_mesh_agnostic'] = float(best.mean()) if len(best) else None
+            out['cells'][cell]['seen_mesh_num_gt'] = int(len(best))
     return out
+
+
+def _mesh_best_ious(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int) -> np.ndarray:
+    """Best class-agnostic symmetry-aware IoU of every mesh object (label ``mesh_label``) of ``gts``: [M]."""
+    mesh_gts = [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
+                for g in gts]
+    return metrics.best_iou_per_gt(preds, mesh_gts, False, metrics.frame_ious_sym(preds, mesh_gts, names))
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per model and cell, then one per model and rig."""
     def f(x):
         return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else f'{x:.3f}'
-    lines = ['| model | resize | objects | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) |',
-             '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |']
+
+    def meshes(s, key):                      # a mesh column with its object count: a mean over few is noise
+        n = s.get(f'{key}_num_gt')
+        return f(s.get(f'{key}_agnostic')) + ('' if n is None else f' (n {n})')
+    lines = ['| model | resize | objects | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) '
+             '| seen meshes (agn.) |',
+             '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
         size = f">= {r['min_gt_side_px']:g} px" if r.get('min_gt_side_px') else 'all'
         mode = r['resize_mode'] + ('' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}")
         for cell, s in r['cells'].items():
             lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {f(s['class_aware'])} | "
-                         f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {f(s.get('heldout_agnostic'))} |")
+                         f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {meshes(s, 'heldout')} | "
+                         f"{meshes(s, 'seen_mesh')} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:

@@ -42,3 +42,25 @@ def test_score_model_with_tiles(tmp_path, monkeypatch):
     assert tiled['inference_ms_p50'] > 0 and set(tiled['rigs']) == {'kuka/front'}
     table = format_table([plain, tiled])
     assert '| pad + tiles 2x2 |' in table and 'tiny.onnx + tiles 2x2 | kuka/front' in table
+
+
+def test_mesh_best_ious_counts_only_mesh_objects():
+    """Known answer: a prediction exactly on the mesh object and none on the primitive -> [1.0], the primitive ignored;
+    a frame without mesh objects adds nothing."""
+    from string_perception.sim.classes import OBJECT
+    names = ['box', 'cylinder', 'sphere', 'cone', 'capsule', 'object']
+    mesh = box_ops.encode_box_params(np.array([[0.2, 0.0, 1.0]]), np.eye(3)[None], np.array([[0.1, 0.2, 0.05]]))[0]
+    prim = box_ops.encode_box_params(np.array([[-0.3, 0.0, 1.0]]), np.eye(3)[None], np.array([[0.1, 0.1, 0.1]]))[0]
+    gts = [{'params': np.stack([prim, mesh]), 'labels': np.array([0, OBJECT])},
+           {'params': prim[None], 'labels': np.array([0])}]
+    preds = [{'params': mesh[None], 'labels': np.array([0]), 'scores': np.array([0.9])},  # wrong class: agnostic
+             {'params': prim[None], 'labels': np.array([0]), 'scores': np.array([0.9])}]
+    best = workcell._mesh_best_ious(preds, gts, names, OBJECT)
+    np.testing.assert_allclose(best, [1.0], atol=1e-6)
+
+
+def test_format_table_shows_mesh_object_counts():
+    cells = {'kuka': {'class_aware': 0.5, 'agnostic': 0.6, 'hit_25': 0.9, 'ap3d_25': 0.7, 'heldout_agnostic': 0.25,
+                      'heldout_num_gt': 1, 'seen_mesh_agnostic': None, 'seen_mesh_num_gt': 0}}
+    table = format_table([{'model': 'm.onnx', 'resize_mode': 'pad', 'cells': cells, 'rigs': {}}])
+    assert '| 0.250 (n 1) | - (n 0) |' in table
