@@ -266,7 +266,11 @@ def summary_lines(studies: list[dict]) -> list[str]:
         group = [s for s in studies if ((s.get('detector') or {}).get('config') or Path(s['localiser']).name) == config]
         cells = {}
         for arm in ARMS:
-            last = [max((r for r in s['rows'] if r['arm'] == arm), key=lambda r: r['step']) for s in group]
+            last = [max(rows, key=lambda r: r['step']) for rows in
+                    ([r for r in s['rows'] if r['arm'] == arm] for s in group) if rows]   # runs may train one arm
+            if not last:
+                cells[arm] = ('', '')
+                continue
             rates = [100 * r['success'] / r['episodes'] for r in last]
             cells[arm] = (f'**{np.mean(rates):.0f} %** ± {sample_sd(rates):.0f}',
                           f'{np.mean([r["test_median_cm"] for r in last]):.2f}')

@@ -283,3 +283,9 @@ def test_finetune_summary_pools_localisers_at_each_arms_last_step():
                     detector=dict(config='vitd-cayley', seed=1))
     lines = aloha_finetune_study.summary_lines([study(0, (20, 1.5), (24, 1.0)), study(1, (10, 2.5), (30, 2.0))])
     assert lines[2] == '| vitd-cayley | 2 | **30 %** ± 14 | **54 %** ± 8 | 2.00 | 1.50 |'   # sample sd
+
+
+def test_finetune_summary_of_runs_that_trained_one_arm():
+    rows = [dict(arm='finetuned', step=1000, success=40, episodes=50, test_median_cm=0.9)]
+    study = dict(localiser='p.pt', localiser_row=dict(probe_seed=0), rows=rows, detector=dict(config='vitd-rope', seed=0))
+    assert aloha_finetune_study.summary_lines([study])[2] == '| vitd-rope | 1 |  | **80 %** ± 0 |  | 0.90 |'
