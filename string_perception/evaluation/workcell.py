@@ -20,7 +20,9 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
 - ``ap3d_25``: AP3D@0.25 (class-aware, every class of the model);
 - ``heldout_agnostic``: average best class-agnostic IoU over the held-out mesh objects (``heldout_num_gt`` of them);
 - ``seen_mesh_agnostic``: the same over the rig frames' mesh objects, drawn from the training meshes
-  (``seen_mesh_num_gt``): what "never seen" is compared with;
+  (``seen_mesh_num_gt``): what "never seen" is compared with; with ``--seen-mesh-frames N`` also
+  ``control_seen_agnostic``: the held-out frames' first N scenes again (same seeds, cameras, primitives and
+  placements' draws), meshes from the training meshes: the paired control;
 - the error breakdown of ``training/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
   duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
   object's projected size in pixels and by its visibility.
@@ -55,6 +57,7 @@ __all__ = ['WorkcellEvalConfig', 'TestFrame', 'frame_sim_config', 'render_test_f
            'rig_seed', 'label_min_visible_pixels', 'LABEL_MIN_VISIBLE_PX_640x480', 'main']
 
 HELDOUT = 'heldout'
+SEEN_MESHES = 'seen_meshes'   # the held-out frames' scenes with training meshes (WorkcellEvalConfig.seen_mesh_frames)
 SIZE_BINS_PX = (0, 16, 32, 64, 128, 1e9)        # sqrt of the projected box's image area, pixels
 VISIBILITY_BINS = (0.0, 0.25, 0.5, 0.75, 1.01)
 LABEL_MIN_VISIBLE_PX_640x480 = 1024     # label rule A of docs/results/workcell.md: what a 160x120 input sees (>= 64)
@@ -87,6 +90,8 @@ class WorkcellEvalConfig:
     heldout_frames: int = 40                # per cell, every rig drawn at random
     mesh_object_fraction: float = 0.25
     heldout_mesh_fraction: float = 0.5
+    seen_mesh_frames: int = 0               # per cell: the held-out frames' first seeds again, meshes drawn from the
+                                            # TRAINING meshes: a paired control for the held-out column
     first_seed: int = 2_000_000_000
     min_visible_pixels: int = 64            # an object is labelled with at least this many visible camera pixels
                                             # (the cells' own rule; 1024 at 640x480 = 64 at a 160x120 model input)
@@ -110,13 +115,15 @@ class WorkcellEvalConfig:
         d = {k: v for k, v in asdict(self).items() if k != 'min_gt_side_px'}
         if not d['sim_overrides']:
             del d['sim_overrides']
+        if not d['seen_mesh_frames']:
+            del d['seen_mesh_frames']
         return json.dumps(d, sort_keys=True)
 
 
 @dataclass
 class TestFrame:
     cell: str
-    rig: str                   # a rig name, or 'heldout'
+    rig: str                   # a rig name, or HELDOUT / SEEN_MESHES
     seed: int
     rgb: np.ndarray            # uint8 [H,W,3]
     depth_mm: np.ndarray       # uint16 [H,W]
@@ -135,14 +142,16 @@ def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
             jobs += [(cell, rig, rig_seed(cfg.first_seed, cell, rig, i)) for i in range(cfg.frames_per_rig)]
         base = cfg.first_seed + 1_000_000 * ci + 900_000
         jobs += [(cell, HELDOUT, base + i) for i in range(cfg.heldout_frames)]
+        jobs += [(cell, SEEN_MESHES, base + i) for i in range(cfg.seen_mesh_frames)]
     return jobs
 
 
 def frame_sim_config(cfg: WorkcellEvalConfig, cell: str, rig: str):
     """The ``SimConfig`` of ``cell``'s test frames of camera ``rig`` (or ``HELDOUT``: every rig, held-out meshes)."""
     from string_perception.sim import SimConfig
-    if rig == HELDOUT:
-        return SimConfig(cell=cell, height=cfg.height, width=cfg.width, object_split='heldout',
+    if rig in (HELDOUT, SEEN_MESHES):
+        return SimConfig(cell=cell, height=cfg.height, width=cfg.width,
+                         object_split='heldout' if rig == HELDOUT else 'train',
                          mesh_object_fraction=cfg.heldout_mesh_fraction, min_visible_pixels=cfg.min_visible_pixels,
                          **cfg.sim_overrides)
     return SimConfig(cell=cell, height=cfg.height, width=cfg.width, cameras=(rig,), object_split='train',
@@ -262,7 +271,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
                            'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
-        sel = [i for i in idx if frames[i].cell == cell and frames[i].rig != HELDOUT]
+        sel = [i for i in idx if frames[i].cell == cell and frames[i].rig not in (HELDOUT, SEEN_MESHES)]
         out['cells'][cell] = group_scores([preds[i] for i in sel], [gts[i] for i in sel],
                                            [frames[i] for i in sel], names, cfg.operating_threshold,
                                            len(CLASS_NAMES), True)
@@ -280,6 +289,11 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
             best = _mesh_best_ious([preds[i] for i in sel], [gts[i] for i in sel], names, OBJECT)
             out['cells'][cell]['seen_mesh_agnostic'] = float(best.mean()) if len(best) else None
             out['cells'][cell]['seen_mesh_num_gt'] = int(len(best))
+        control = [i for i in idx if frames[i].cell == cell and frames[i].rig == SEEN_MESHES]
+        if control:                                       # the held-out frames' scenes, training meshes
+            best = _mesh_best_ious([preds[i] for i in control], [gts[i] for i in control], names, OBJECT)
+            out['cells'][cell]['control_seen_agnostic'] = float(best.mean()) if len(best) else None
+            out['cells'][cell]['control_seen_num_gt'] = int(len(best))
     return out
 
 
@@ -298,6 +312,9 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
     def meshes(s, key):                      # a mesh column with its object count: a mean over few is noise
         n = s.get(f'{key}_num_gt')
         return f(s.get(f'{key}_agnostic')) + ('' if n is None else f' (n {n})')
+
+    def seen(s):                             # the rig frames' training meshes; the paired control when rendered
+        return meshes(s, 'seen_mesh') + (f"; paired {meshes(s, 'control_seen')}" if 'control_seen_num_gt' in s else '')
     lines = ['| model | resize | objects | cell | class-aware | agnostic | hit@0.25 | AP3D@0.25 | held-out objects (agn.) '
              '| seen meshes (agn.) |',
              '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
@@ -307,7 +324,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         for cell, s in r['cells'].items():
             lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {f(s['class_aware'])} | "
                          f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {meshes(s, 'heldout')} | "
-                         f"{meshes(s, 'seen_mesh')} |")
+                         f"{seen(s)} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
@@ -335,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = WorkcellEvalConfig()
     p.add_argument('--frames-per-rig', type=int, default=d.frames_per_rig)
     p.add_argument('--heldout-frames', type=int, default=d.heldout_frames)
+    p.add_argument('--seen-mesh-frames', type=int, default=d.seen_mesh_frames,
+                   help='per cell: the held-out frames\' first seeds again with training meshes (paired control)')
     p.add_argument('--height', type=int, default=d.height)
     p.add_argument('--width', type=int, default=d.width)
     p.add_argument('--min-visible-pixels', type=int, default=d.min_visible_pixels,
@@ -355,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
-                             heldout_frames=args.heldout_frames, operating_threshold=args.operating_threshold,
+                             heldout_frames=args.heldout_frames, seen_mesh_frames=args.seen_mesh_frames,
+                             operating_threshold=args.operating_threshold,
                              min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim))
     t0 = time.perf_counter()
     frames = render_test_frames(cfg, args.processes, args.cache or None)

@@ -64,3 +64,31 @@ def test_format_table_shows_mesh_object_counts():
                       'heldout_num_gt': 1, 'seen_mesh_agnostic': None, 'seen_mesh_num_gt': 0}}
     table = format_table([{'model': 'm.onnx', 'resize_mode': 'pad', 'cells': cells, 'rigs': {}}])
     assert '| 0.250 (n 1) | - (n 0) |' in table
+
+
+def test_seen_mesh_control_frames_repeat_the_held_out_seeds_with_training_meshes():
+    cfg = WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3, seen_mesh_frames=2)
+    jobs = workcell._jobs(cfg)
+    for cell in ('aloha', 'kuka'):
+        held = [s for c, r, s in jobs if c == cell and r == workcell.HELDOUT]
+        control = [s for c, r, s in jobs if c == cell and r == workcell.SEEN_MESHES]
+        assert len(held) == 3 and control == held[:2]
+        assert workcell.frame_sim_config(cfg, cell, workcell.HELDOUT).object_split == 'heldout'
+        seen = workcell.frame_sim_config(cfg, cell, workcell.SEEN_MESHES)
+        assert seen.object_split == 'train'
+        assert seen.mesh_object_fraction == cfg.heldout_mesh_fraction
+    assert WorkcellEvalConfig().frames_key() == WorkcellEvalConfig(seen_mesh_frames=0).frames_key()
+    assert cfg.frames_key() != WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3).frames_key()
+
+
+def test_control_frames_count_only_in_their_own_column(tmp_path):
+    model = save_tiny_model(tmp_path / 'tiny.onnx', logit_bias=3.0)
+    frames = _frames(3)
+    frames[1].rig, frames[2].rig = workcell.HELDOUT, workcell.SEEN_MESHES
+    for f in frames[1:]:
+        f.labels = np.array([5])                                   # the mesh class ('object')
+    res = score_model(model, frames, WorkcellEvalConfig(height=192, width=288), threads=1)
+    s = res['cells']['kuka']
+    assert s['num_frames'] == 1 and set(res['rigs']) == {'kuka/front'}
+    assert s['heldout_num_gt'] == 1 and s['control_seen_num_gt'] == 1 and s['seen_mesh_num_gt'] == 0
+    assert '; paired ' in format_table([res])
