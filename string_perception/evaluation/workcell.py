@@ -285,6 +285,8 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
             best = _mesh_best_ious([preds[i] for i in held], [gts[i] for i in held], names, OBJECT)
             out['cells'][cell]['heldout_agnostic'] = float(best.mean()) if len(best) else None
             out['cells'][cell]['heldout_num_gt'] = int(len(best))
+            out['cells'][cell]['heldout_breakdown'] = _mesh_breakdown([preds[i] for i in held],
+                                                                      [gts[i] for i in held], names, OBJECT)
         if sel:                                           # the training meshes of the rig frames, the same score
             best = _mesh_best_ious([preds[i] for i in sel], [gts[i] for i in sel], names, OBJECT)
             out['cells'][cell]['seen_mesh_agnostic'] = float(best.mean()) if len(best) else None
@@ -294,7 +296,21 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
             best = _mesh_best_ious([preds[i] for i in control], [gts[i] for i in control], names, OBJECT)
             out['cells'][cell]['control_seen_agnostic'] = float(best.mean()) if len(best) else None
             out['cells'][cell]['control_seen_num_gt'] = int(len(best))
+            out['cells'][cell]['control_seen_breakdown'] = _mesh_breakdown([preds[i] for i in control],
+                                                                           [gts[i] for i in control], names, OBJECT)
     return out
+
+
+def _mesh_breakdown(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int) -> dict | None:
+    """The error breakdown (training/breakdown.py, overall) of the mesh objects of ``gts``, class-agnostic: every
+    prediction counts as a mesh prediction, so what is measured is the box geometry, whatever class it got."""
+    from string_perception.training.breakdown import breakdown as error_breakdown
+    mesh_gts = [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
+                for g in gts]
+    if not sum(len(g['labels']) for g in mesh_gts):
+        return None
+    as_mesh = [dict(p, labels=np.full(len(p['labels']), mesh_label)) for p in preds]
+    return error_breakdown(as_mesh, mesh_gts, names, score_threshold=None)['overall']
 
 
 def _mesh_best_ious(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int) -> np.ndarray:

@@ -92,3 +92,18 @@ def test_control_frames_count_only_in_their_own_column(tmp_path):
     assert s['num_frames'] == 1 and set(res['rigs']) == {'kuka/front'}
     assert s['heldout_num_gt'] == 1 and s['control_seen_num_gt'] == 1 and s['seen_mesh_num_gt'] == 0
     assert '; paired ' in format_table([res])
+
+
+def test_mesh_breakdown_is_class_agnostic_geometry():
+    """A prediction on the mesh object with the wrong class still matches, at IoU 1 and zero errors."""
+    from string_perception.sim.classes import OBJECT
+    names = ['box', 'cylinder', 'sphere', 'cone', 'capsule', 'object']
+    mesh = box_ops.encode_box_params(np.array([[0.2, 0.0, 1.0]]), np.eye(3)[None], np.array([[0.1, 0.2, 0.05]]))[0]
+    gts = [{'params': mesh[None], 'labels': np.array([OBJECT])}]
+    b = workcell._mesh_breakdown([{'params': mesh[None], 'labels': np.array([1]), 'scores': np.array([0.9])}],
+                                 gts, names, OBJECT)
+    assert b['num_matched'] == 1
+    assert b['iou']['median'] == pytest.approx(1.0, abs=1e-6)
+    assert b['centre_3d_m']['median'] == pytest.approx(0.0, abs=1e-9)
+    assert workcell._mesh_breakdown([], [{'params': np.zeros((0, 12)), 'labels': np.zeros(0, int)}], names,
+                                    OBJECT) is None
