@@ -28,7 +28,8 @@ from .physics import Indexing, index_model, park_objects, place_objects, sample_
 from .render import SceneRenderer
 
 _CAMERA = 'sim_camera'
-_PHYSICS_ATTEMPTS = 3
+_PHYSICS_ATTEMPTS = 8     # seed 2001900294 (KUKA, training meshes at 50 %) drew a thin or tiny mesh in each of its first
+                          # three draws and only settled at the fourth; a seed that settled sooner is unchanged
 _ALONE_MAX_SIDE = 256      # 'alone' silhouettes are counted at most at this resolution (scaled back to pixels)
 
 
