@@ -33,14 +33,23 @@ def test_run_chains_the_two_studies_on_the_same_probe(monkeypatch, tmp_path):
         assert argv[argv.index('--eval-seeds') + 1] == '1000:1050'
 
 
+def _eval_file(path, success_max):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({'summary': {'success_max': success_max}}))
+
+
 def _write_run(d, config, seed, iou, frozen, trained):
+    """Result files as the two studies write them; max-reward successes = last-step successes + 1."""
     (d / 'frozen').mkdir(parents=True)
     (d / 'trained').mkdir()
+    _eval_file(d / 'frozen' / 'eval' / 'seed0_step6000.json', frozen[0] + 1)
+    for st, k, _ in trained:
+        _eval_file(d / 'trained' / 'finetuned' / 'eval' / f'step{st}.json', k + 1)
     (d / 'frozen' / 'study.json').write_text(json.dumps({
         'detector': {'table4_config': config, 'detector_seed': seed, 'detector_test': {'avg_best_iou_sym': iou}},
-        'rows': [dict(step=6000, success=frozen[0], episodes=50, probe_test_median_cm=frozen[1])]}))
+        'rows': [dict(probe_seed=0, step=6000, success=frozen[0], episodes=50, probe_test_median_cm=frozen[1])]}))
     (d / 'trained' / 'finetune.json').write_text(json.dumps({'rows': [
-        dict(step=st, success=k, episodes=50, test_median_cm=e, test_p90_cm=2 * e,
+        dict(arm='finetuned', step=st, success=k, episodes=50, test_median_cm=e, test_p90_cm=2 * e,
              detection_test={'avg_best_iou_sym': iou - 0.01} if st == 1000 else None)
         for st, k, e in trained]}))
 
@@ -53,10 +62,10 @@ def test_report_pools_detectors_per_encoding(tmp_path):
     runs = [r for r in map(level.load_run, [tmp_path / n for n in ('a', 'b', 'c', 'unfinished')]) if r]
     assert len(runs) == 3
     summary = level.summary_lines(runs)
-    assert summary[2] == '| vitd-none | 1 (0) | 36.0 % | **10 %** ± 0 | **20 %** ± 0 | 6.00 | 4.00 |'
-    assert summary[3] == '| vitd-cayley | 2 (0, 1) | 43.0 % | **30 %** ± 14 | **80 %** ± 14 | 2.00 | 1.00 |'
+    assert summary[2] == '| vitd-none | 1 (0) | 36.0 % | **12 %** ± 0 | **22 %** ± 0 | 6.00 | 4.00 |'
+    assert summary[3] == '| vitd-cayley | 2 (0, 1) | 43.0 % | **32 %** ± 14 | **82 %** ± 14 | 2.00 | 1.00 |'
     detail = level.detail_lines(runs)
-    assert detail[2] == ('| vitd-none seed 0 | 36.0 % | 5/50 (6.00 cm) | 8/50 (5.00 cm) | 10/50 (4.00 cm) '
+    assert detail[2] == ('| vitd-none seed 0 | 36.0 % | 6/50 (5; 6.00 cm) | 9/50 (8; 5.00 cm) | 11/50 (10; 4.00 cm) '
                          '| 35.0 % |')
     assert level.main(['report', *(str(tmp_path / n) for n in 'abc'), '--out', str(tmp_path / 'rep')]) == 0
     assert (tmp_path / 'rep' / 'success_vs_step.png').stat().st_size > 0
