@@ -137,7 +137,7 @@ def plot(runs: list[dict], path: Path) -> None:
         rates += [[100 * t['success'] / t['episodes'] for r in g for t in r['trained'] if t['step'] == s]
                   for s in steps[1:]]
         m, sd = np.array([np.mean(v) for v in rates]), np.array([sample_sd(v) for v in rates])
-        ax.plot(steps, m, marker='o', label=f'{config} ({len(g)} detectors)')
+        ax.plot(steps, m, marker='o', label=f'{config} ({len(g)} detector{"s" if len(g) > 1 else ""})')
         ax.fill_between(steps, m - sd, m + sd, alpha=0.2)
     ax.set_xlabel('steps of training the encoder with the policy (0 = frozen encoder)')
     ax.set_ylabel('transfer-cube success (%)')
