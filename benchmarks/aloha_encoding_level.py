@@ -28,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks import aloha_encoding_study, aloha_finetune_study
+from benchmarks import aloha_encoding_study, aloha_finetune_study, aloha_policy
 from benchmarks.aloha_encoding_study import sample_sd
+from benchmarks.common.study_report import write_study_report
 
 ENCODING_ORDER = ('vitd-none', 'vitd-rope', 'vitd-cayley', 'vitd-circulant')
 
@@ -37,8 +38,8 @@ ENCODING_ORDER = ('vitd-none', 'vitd-rope', 'vitd-cayley', 'vitd-circulant')
 def cmd_run(args) -> int:
     run = Path(args.detector_run)
     out = Path(args.out)
-    common = ['--privileged', args.privileged, '--eval-seeds', args.eval_seeds, '--threads', str(args.threads),
-              '--processes', str(args.processes)]
+    common = ['--privileged', args.privileged, '--train-seeds', args.train_seeds, '--test-seeds', args.test_seeds,
+              '--eval-seeds', args.eval_seeds, '--threads', str(args.threads), '--processes', str(args.processes)]
     aloha_encoding_study.main(['run', '--detector', str(run / 'best.pt'), '--out', str(out / 'frozen'),
                                '--probe-seeds', '0', '--steps', str(args.probe_steps), '--save-at', *common])
     probe = out / 'frozen' / 'probe' / f'probe_n1000_seed0_step{args.probe_steps}.pt'
@@ -152,14 +153,8 @@ def cmd_report(args) -> int:
     runs = [r for r in (load_run(Path(d)) for d in args.dirs) if r is not None]
     if not runs:
         raise SystemExit(f'no finished run in {args.dirs}')
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lines = summary_lines(runs) + [''] + detail_lines(runs)
-    (out / 'table.md').write_text('\n'.join(lines) + '\n')
-    (out / 'runs.json').write_text(json.dumps(runs, indent=1))
-    plot(runs, out / 'success_vs_step.png')
-    print('\n'.join(lines))
-    return 0
+    return write_study_report(args.out, summary_lines(runs) + [''] + detail_lines(runs), runs, 'runs.json',
+                              lambda path: plot(runs, path))
 
 
 def main(argv=None) -> int:
@@ -167,15 +162,12 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest='cmd', required=True)
     r = sub.add_parser('run', help='frozen probe + encoder trained with the policy, for one detector run')
     r.add_argument('--detector-run', required=True, help='a Table-4 run directory (best.pt, test.json, spec.json)')
-    r.add_argument('--privileged', required=True, help='the chunk head (the shipped pair\'s: 50/50 on the truth)')
     r.add_argument('--frames', required=True, help='npz cache of the start frames (aloha_finetune_study)')
     r.add_argument('--out', required=True)
     r.add_argument('--probe-steps', type=int, default=6000)
     r.add_argument('--steps', type=int, default=1000, help='steps of training the encoder with the policy')
     r.add_argument('--save-at', type=int, nargs='*', default=[250, 500])
-    r.add_argument('--eval-seeds', default='1000:1050')
-    r.add_argument('--threads', type=int, default=1)
-    r.add_argument('--processes', type=int, default=1)
+    aloha_policy.add_study_arguments(r)           # --privileged (the shipped pair's head: 50/50 on the truth), seeds
     p = sub.add_parser('report', help='table + plot over run directories')
     p.add_argument('dirs', nargs='+')
     p.add_argument('--out', required=True)

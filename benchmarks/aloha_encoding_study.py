@@ -31,6 +31,7 @@ os.environ.setdefault('MUJOCO_GL', 'osmesa')
 import numpy as np  # noqa: E402
 
 from benchmarks import aloha_policy  # noqa: E402
+from benchmarks.common.study_report import write_study_report  # noqa: E402
 from string_perception.policy import train_localiser  # noqa: E402
 
 RESULT_FILE = 'study.json'
@@ -189,14 +190,8 @@ def cmd_report(args) -> int:
     rows = collect(args.dirs)
     if not rows:
         raise SystemExit(f'no {RESULT_FILE} in {args.dirs}')
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lines = summary_lines(rows) + [''] + table_lines(rows)
-    (out / 'table.md').write_text('\n'.join(lines) + '\n')
-    (out / 'rows.json').write_text(json.dumps(rows, indent=1))
-    plot(rows, out / 'success_vs_step.png')
-    print('\n'.join(lines))
-    return 0
+    return write_study_report(args.out, summary_lines(rows) + [''] + table_lines(rows), rows, 'rows.json',
+                              lambda path: plot(rows, path))
 
 
 def main(argv=None) -> int:

@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from benchmarks import aloha_policy  # noqa: E402
 from benchmarks.aloha_encoding_study import sample_sd  # noqa: E402
 from benchmarks.common import table4  # noqa: E402
+from benchmarks.common.study_report import write_study_report  # noqa: E402
 from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.policy import train_localiser  # noqa: E402
 from string_perception.training.schedule import lr_factor  # noqa: E402
@@ -283,13 +284,7 @@ def cmd_report(args) -> int:
     studies = [json.loads((Path(d) / RESULT_FILE).read_text()) for d in args.dirs if (Path(d) / RESULT_FILE).exists()]
     if not studies:
         raise SystemExit(f'no {RESULT_FILE} in {args.dirs}')
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lines = summary_lines(studies) + [''] + table_lines(studies)
-    (out / 'table.md').write_text('\n'.join(lines) + '\n')
-    (out / 'studies.json').write_text(json.dumps(studies, indent=1))
-    print('\n'.join(lines))
-    return 0
+    return write_study_report(args.out, summary_lines(studies) + [''] + table_lines(studies), studies, 'studies.json')
 
 
 def main(argv=None) -> int:
