@@ -147,7 +147,8 @@ def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
 
 
 def frame_sim_config(cfg: WorkcellEvalConfig, cell: str, rig: str):
-    """The ``SimConfig`` of ``cell``'s test frames of camera ``rig`` (or ``HELDOUT``: every rig, held-out meshes)."""
+    """The ``SimConfig`` of ``cell``'s test frames of camera ``rig`` (or ``HELDOUT``: every rig, held-out meshes;
+    ``SEEN_MESHES``: the same frames with training meshes)."""
     from string_perception.sim import SimConfig
     if rig in (HELDOUT, SEEN_MESHES):
         return SimConfig(cell=cell, height=cfg.height, width=cfg.width,
@@ -281,43 +282,55 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
                                                          [frames[i] for i in rs], names, cfg.operating_threshold,
                                                          len(CLASS_NAMES), False)
         held = [i for i in idx if frames[i].cell == cell and frames[i].rig == HELDOUT]
-        if held:                                          # only the held-out mesh objects count here
-            best = _mesh_best_ious([preds[i] for i in held], [gts[i] for i in held], names, OBJECT)
-            out['cells'][cell]['heldout_agnostic'] = float(best.mean()) if len(best) else None
-            out['cells'][cell]['heldout_num_gt'] = int(len(best))
-            out['cells'][cell]['heldout_breakdown'] = _mesh_breakdown([preds[i] for i in held],
-                                                                      [gts[i] for i in held], names, OBJECT)
-        if sel:                                           # the training meshes of the rig frames, the same score
-            best = _mesh_best_ious([preds[i] for i in sel], [gts[i] for i in sel], names, OBJECT)
-            out['cells'][cell]['seen_mesh_agnostic'] = float(best.mean()) if len(best) else None
-            out['cells'][cell]['seen_mesh_num_gt'] = int(len(best))
         control = [i for i in idx if frames[i].cell == cell and frames[i].rig == SEEN_MESHES]
-        if control:                                       # the held-out frames' scenes, training meshes
-            best = _mesh_best_ious([preds[i] for i in control], [gts[i] for i in control], names, OBJECT)
-            out['cells'][cell]['control_seen_agnostic'] = float(best.mean()) if len(best) else None
-            out['cells'][cell]['control_seen_num_gt'] = int(len(best))
-            out['cells'][cell]['control_seen_breakdown'] = _mesh_breakdown([preds[i] for i in control],
-                                                                           [gts[i] for i in control], names, OBJECT)
+        # key: (frames, with breakdown): the held-out meshes; the rig frames' training meshes; the paired control
+        for key, (group, with_breakdown) in {'heldout': (held, True), 'seen_mesh': (sel, False),
+                                             'control_seen': (control, True)}.items():
+            if group:
+                out['cells'][cell].update(_mesh_column(key, [preds[i] for i in group], [gts[i] for i in group],
+                                                       names, OBJECT, with_breakdown))
     return out
 
 
-def _mesh_breakdown(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int) -> dict | None:
+def _mesh_objects(gts: list[dict], mesh_label: int) -> list[dict]:
+    """``gts`` with only their mesh objects (label ``mesh_label``)."""
+    return [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
+            for g in gts]
+
+
+def _mesh_column(key: str, preds: list[dict], gts: list[dict], names: list[str], mesh_label: int,
+                 with_breakdown: bool) -> dict[str, Any]:
+    """``{key}_agnostic`` / ``{key}_num_gt`` (and ``{key}_breakdown``) of the mesh objects of ``gts``, their
+    symmetry-aware IoUs computed once for both."""
+    mesh_gts = _mesh_objects(gts, mesh_label)
+    ious = metrics.frame_ious_sym(preds, mesh_gts, names)
+    best = _mesh_best_ious(preds, mesh_gts, names, mesh_label, ious)
+    out = {f'{key}_agnostic': float(best.mean()) if len(best) else None, f'{key}_num_gt': int(len(best))}
+    if with_breakdown:
+        out[f'{key}_breakdown'] = _mesh_breakdown(preds, mesh_gts, names, mesh_label, ious)
+    return out
+
+
+def _mesh_breakdown(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int,
+                    ious_sym: list[np.ndarray] | None = None) -> dict | None:
     """The error breakdown (training/breakdown.py, overall) of the mesh objects of ``gts``, class-agnostic: every
-    prediction counts as a mesh prediction, so what is measured is the box geometry, whatever class it got."""
+    prediction counts as a mesh prediction, so what is measured is the box geometry, whatever class it got.
+    ``ious_sym``: ``metrics.frame_ious_sym`` of ``preds`` against the mesh objects, if computed (it depends on the
+    ground truth's class only, so the relabelling does not change it)."""
     from string_perception.training.breakdown import breakdown as error_breakdown
-    mesh_gts = [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
-                for g in gts]
+    mesh_gts = _mesh_objects(gts, mesh_label)
     if not sum(len(g['labels']) for g in mesh_gts):
         return None
     as_mesh = [dict(p, labels=np.full(len(p['labels']), mesh_label)) for p in preds]
-    return error_breakdown(as_mesh, mesh_gts, names, score_threshold=None)['overall']
+    return error_breakdown(as_mesh, mesh_gts, names, score_threshold=None, ious_sym=ious_sym)['overall']
 
 
-def _mesh_best_ious(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int) -> np.ndarray:
+def _mesh_best_ious(preds: list[dict], gts: list[dict], names: list[str], mesh_label: int,
+                    ious_sym: list[np.ndarray] | None = None) -> np.ndarray:
     """Best class-agnostic symmetry-aware IoU of every mesh object (label ``mesh_label``) of ``gts``: [M]."""
-    mesh_gts = [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
-                for g in gts]
-    return metrics.best_iou_per_gt(preds, mesh_gts, False, metrics.frame_ious_sym(preds, mesh_gts, names))
+    mesh_gts = _mesh_objects(gts, mesh_label)
+    ious_sym = metrics.frame_ious_sym(preds, mesh_gts, names) if ious_sym is None else ious_sym
+    return metrics.best_iou_per_gt(preds, mesh_gts, False, ious_sym)
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:
