@@ -31,6 +31,7 @@ import numpy as np
 from benchmarks import aloha_encoding_study, aloha_finetune_study, aloha_policy
 from benchmarks.aloha_encoding_study import sample_sd
 from benchmarks.common.study_report import write_study_report
+from string_perception.policy import train_localiser
 
 ENCODING_ORDER = ('vitd-none', 'vitd-rope', 'vitd-cayley', 'vitd-circulant')
 
@@ -41,8 +42,9 @@ def cmd_run(args) -> int:
     common = ['--privileged', args.privileged, '--train-seeds', args.train_seeds, '--test-seeds', args.test_seeds,
               '--eval-seeds', args.eval_seeds, '--threads', str(args.threads), '--processes', str(args.processes)]
     aloha_encoding_study.main(['run', '--detector', str(run / 'best.pt'), '--out', str(out / 'frozen'),
-                               '--probe-seeds', '0', '--steps', str(args.probe_steps), '--save-at', *common])
-    probe = out / 'frozen' / 'probe' / f'probe_n1000_seed0_step{args.probe_steps}.pt'
+                               '--probe-seeds', '0', '--steps', str(args.probe_steps), '--train-size',
+                               str(args.train_size), '--save-at', *common])
+    probe = out / 'frozen' / 'probe' / train_localiser.probe_file_name(args.train_size, 0, args.probe_steps)
     aloha_finetune_study.main(['run', '--localiser', str(probe), '--frames', args.frames, '--detector-run', str(run),
                                '--out', str(out / 'trained'), '--arms', 'finetuned', '--steps', str(args.steps),
                                '--save-at', *map(str, args.save_at), *common])
@@ -165,6 +167,7 @@ def main(argv=None) -> int:
     r.add_argument('--frames', required=True, help='npz cache of the start frames (aloha_finetune_study)')
     r.add_argument('--out', required=True)
     r.add_argument('--probe-steps', type=int, default=6000)
+    r.add_argument('--train-size', type=int, default=1000, help='training seeds of the localiser (of --train-seeds)')
     r.add_argument('--steps', type=int, default=1000, help='steps of training the encoder with the policy')
     r.add_argument('--save-at', type=int, nargs='*', default=[250, 500])
     aloha_policy.add_study_arguments(r)           # --privileged (the shipped pair's head: 50/50 on the truth), seeds

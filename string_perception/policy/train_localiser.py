@@ -41,7 +41,7 @@ from .localiser import save_localiser
 from ..training.schedule import lr_factor
 from .train_bc import build_policy
 
-__all__ = ['LocaliserConfig', 'start_frame', 'start_frames', 'train_localisers', 'main']
+__all__ = ['LocaliserConfig', 'probe_file_name', 'start_frame', 'start_frames', 'train_localisers', 'main']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +61,11 @@ class LocaliserConfig:
     threads: int = 1                             # torch threads
     processes: int = 1                           # render processes
     out: Path | None = None                      # None: nothing saved
+
+
+def probe_file_name(train_seeds: int, probe_seed: int, step: int) -> str:
+    """The file a probe trained on ``train_seeds`` seeds with ``probe_seed`` is saved as at ``step``."""
+    return f'probe_n{train_seeds}_seed{probe_seed}_step{step}.pt'
 
 
 def start_frame(seed: int, task: str = 'transfer_cube') -> tuple:
@@ -149,7 +154,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
                 if step in save_at:
                     along.append(dict(step=step, **score(aux, n)))
                     if out_dir:
-                        save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{step}.pt', policy, aux,
+                        save_localiser(out_dir / probe_file_name(n, probe_seed, step), policy, aux,
                                        dict(train_seeds=n, probe_seed=probe_seed, **along[-1]), task=cfg.task)
                 for g in opt.param_groups:
                     g['lr'] = cfg.lr * lr_factor(step, 0, cfg.steps)     # cosine to 0
@@ -166,7 +171,7 @@ def train_localisers(cfg: LocaliserConfig, log=print) -> dict:
             is_best = best is None or row['test_median_cm'] < best['test_median_cm']
             best = row if is_best else best
             if out_dir:
-                save_localiser(out_dir / f'probe_n{n}_seed{probe_seed}_step{cfg.steps}.pt', policy, aux, row,
+                save_localiser(out_dir / probe_file_name(n, probe_seed, cfg.steps), policy, aux, row,
                                task=cfg.task)
                 if is_best:
                     save_localiser(out_dir / 'probe.pt', policy, aux, row, task=cfg.task)

@@ -23,6 +23,7 @@ def test_run_chains_the_two_studies_on_the_same_probe(monkeypatch, tmp_path):
     assert (k1, k2) == ('frozen', 'trained')
     assert a1[a1.index('--detector') + 1] == str(run / 'best.pt')
     assert a1[a1.index('--probe-seeds') + 1] == '0' and a1[a1.index('--save-at') + 1] == '--privileged'
+    assert a1[a1.index('--train-size') + 1] == '1000'
     probe = a2[a2.index('--localiser') + 1]                       # the file the encoding study writes
     assert probe.startswith(str(tmp_path / 'out' / 'frozen' / 'probe'))
     assert aloha_encoding_study.PROBE_NAME.search(probe).groups() == ('1000', '0', '60')
