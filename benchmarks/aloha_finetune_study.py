@@ -42,6 +42,7 @@ from benchmarks import aloha_policy  # noqa: E402
 from benchmarks.aloha_encoding_study import sample_sd  # noqa: E402
 from benchmarks.common import table4  # noqa: E402
 from benchmarks.common.study_report import write_study_report  # noqa: E402
+from string_perception.aloha_tasks import DEFAULT_ALOHA_TASK, LEGACY_TASK  # noqa: E402
 from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.policy import train_localiser  # noqa: E402
 from string_perception.training.schedule import lr_factor  # noqa: E402
@@ -51,7 +52,7 @@ ARMS = ('frozen', 'finetuned')
 
 
 def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, processes: int,
-                 task: str = 'transfer_cube') -> dict[str, np.ndarray]:
+                 task: str = DEFAULT_ALOHA_TASK) -> dict[str, np.ndarray]:
     """Step-0 frames of the training and held-out reset seeds of ``task`` at the model's input size, rendered once
     into ``path`` (npz): image uint8 [S,H,W,3], depth float32 [S,H,W], intrinsics [S,3,3], state float32 [S,D]
     (data.privileged_state of the task's objects), seeds int64 [S], n_train, task."""
@@ -62,7 +63,7 @@ def start_frames(path: Path, train_seeds: str, test_seeds: str, model_hw, proces
     if path.exists():
         cached = dict(np.load(path))
         if (list(cached['seeds']) == seeds and tuple(cached['image'].shape[1:3]) == tuple(model_hw)
-                and str(cached.get('task', 'transfer_cube')) == task):
+                and str(cached.get('task', LEGACY_TASK)) == task):
             return cached
     frames = {'image': [], 'depth': [], 'intrinsics': [], 'state': []}
     for color, depth, K, xyz in train_localiser.start_frames(seeds, processes, task):
@@ -178,7 +179,7 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     probe, probe_aux, probe_ck = load_localiser(args.localiser)
-    task = str(probe_ck.get('task', 'transfer_cube'))
+    task = str(probe_ck.get('task', LEGACY_TASK))
     frames = start_frames(Path(args.frames), args.train_seeds, args.test_seeds, probe.vitd.config.image_size,
                           args.processes, task)
     start_error = heldout_error_cm(probe, probe_aux, frames, None)

@@ -27,7 +27,7 @@ os.environ.setdefault('LP_NUM_THREADS', '1')
 
 import numpy as np  # noqa: E402
 
-from string_perception.aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK  # noqa: E402
+from string_perception.aloha_tasks import ALOHA_TASK_NAMES, DEFAULT_ALOHA_TASK, LEGACY_TASK  # noqa: E402
 from string_perception.cli import parse_seed_range  # noqa: E402
 from string_perception.paths import shipped_policy_pair  # noqa: E402
 from string_perception.sim.demos.outcomes import outcome_counts, success_max_reward  # noqa: E402
@@ -194,7 +194,7 @@ def _evaluate(job) -> dict:
 def summarize(rows: list[dict]) -> dict:
     n = len(rows)
     stages = {k: sum(r['max_reward'] == k for r in rows) for k in range(5)}
-    task = get_task(rows[0].get('task', 'transfer_cube'))
+    task = get_task(rows[0].get('task', LEGACY_TASK))
     return dict(task=task.name, episodes=n, success=sum(r['success'] for r in rows),
                 success_rate=sum(r['success'] for r in rows) / n,
                 success_max=sum(r['success_max'] for r in rows),

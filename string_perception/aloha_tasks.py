@@ -6,7 +6,10 @@ and success rule live in ``sim/demos/tasks.py``, which checks its registry again
 """
 from __future__ import annotations
 
-__all__ = ['ALOHA_TASK_NAMES', 'DEFAULT_ALOHA_TASK']
+__all__ = ['ALOHA_TASK_NAMES', 'DEFAULT_ALOHA_TASK', 'LEGACY_TASK']
 
 ALOHA_TASK_NAMES = ('transfer_cube', 'insertion')   # gym-aloha's transfer-cube and insertion tasks
-DEFAULT_ALOHA_TASK = 'transfer_cube'
+DEFAULT_ALOHA_TASK = 'transfer_cube'                # what --task, the launch files and the configs default to
+# The task of a demo, checkpoint or probe file written before files recorded their task (transfer-cube was the only
+# one then): what readers assume when a file has no task key. Not a default: it must not change with the one above.
+LEGACY_TASK = 'transfer_cube'

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+from .aloha_tasks import DEFAULT_ALOHA_TASK
+
 PACKAGE = 'string_perception'
 ENV_OVERRIDE = 'STRING_PERCEPTION_SHARE'
 
@@ -85,7 +87,7 @@ def model_file(name: str) -> Path:
     return share_file('models', name)
 
 
-def shipped_policy_pair(task: str = 'transfer_cube') -> tuple[Path, Path]:
+def shipped_policy_pair(task: str = DEFAULT_ALOHA_TASK) -> tuple[Path, Path]:
     """(perception ONNX, policy ONNX) of the shipped controller of a gym-aloha task (transfer_cube, insertion),
     from ``models/``."""
     if task not in SHIPPED_POLICY_PAIRS:

@@ -15,10 +15,10 @@ from tqdm import tqdm
 
 from ..runtime.preprocess import prepare_inputs
 from ..sim.demos.tasks import STATE_SCALE, get_task
+from ..aloha_tasks import LEGACY_TASK       # demos recorded before tasks.py: key cube_xyz, no task
 
 BOX_SCALE = STATE_SCALE                     # metres per unit of the scaled privileged state (every task)
 STD_FLOOR = 1e-2
-LEGACY_TASK = 'transfer_cube'               # demos recorded before tasks.py: key cube_xyz, no task
 
 
 def load_demos(directory) -> list[dict]:

@@ -30,6 +30,7 @@ import onnx
 import torch
 from torch import nn
 
+from ..aloha_tasks import LEGACY_TASK
 from ..export.pipeline import export_checkpoint
 from ..export.to_onnx import constants_to_initializers
 from ..model.vitd import save_checkpoint
@@ -41,7 +42,6 @@ from ..sim.demos.aloha_scene import CONTROL_DT
 from ..sim.demos.tasks import file_task
 from .train_bc import load_policy
 
-TASK = file_task('transfer_cube')       # PolicyMetadata.task / policy_task of a transfer-cube pair
 EMBEDDING_SOURCE = 'bc_policy'
 POLICY_OPSET = 17
 
@@ -157,7 +157,7 @@ def export_two_stage(privileged_checkpoint, localiser_checkpoint, out_dir, *, ve
     policy, head, cfg, ck = load_policy(privileged_checkpoint)
     if policy is not None or cfg.observation != 'privileged':
         raise ValueError(f'{privileged_checkpoint}: not a privileged (object position) policy')
-    localiser_task = str(lck.get('task', 'transfer_cube'))
+    localiser_task = str(lck.get('task', LEGACY_TASK))
     if localiser_task != cfg.task:
         raise ValueError(f'{localiser_checkpoint} localises for {localiser_task}, {privileged_checkpoint} acts '
                          f'on {cfg.task}')

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..aloha_tasks import DEFAULT_ALOHA_TASK
 from ..model.vitd import build_model
 from .model import BCPolicy, ChunkHead
 
@@ -33,7 +34,7 @@ POINT_DIM = 3                                  # the pooled patch point of pool_
 
 
 def save_localiser(path, policy: BCPolicy, aux: nn.Linear, row: dict[str, Any] | None = None, *,
-                   encoder_frozen: bool = True, task: str = 'transfer_cube') -> None:
+                   encoder_frozen: bool = True, task: str = DEFAULT_ALOHA_TASK) -> None:
     ck = {'format': LOCALISER_FORMAT, 'vitd_config': policy.vitd.config.to_dict(),
           'vitd': {k: v.detach().clone() for k, v in policy.vitd.state_dict().items()},
           'aux': aux.state_dict(), 'pool_points': bool(policy.pool_points), 'encoder_frozen': bool(encoder_frozen),

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..aloha_tasks import DEFAULT_ALOHA_TASK
 from ..cli import parse_seed_range
 from ..runtime.preprocess import prepare_inputs
 from ..sim.demos.rollout import CellCamera, RolloutConfig
@@ -47,7 +48,7 @@ __all__ = ['LocaliserConfig', 'probe_file_name', 'start_frame', 'start_frames', 
 @dataclasses.dataclass(frozen=True)
 class LocaliserConfig:
     """What :func:`train_localisers` trains and where it writes (the command line's options, same names)."""
-    task: str = 'transfer_cube'                  # sim/demos/tasks.py: what is localised
+    task: str = DEFAULT_ALOHA_TASK               # sim/demos/tasks.py: what is localised
     encoder_checkpoint: str = 'models/vitd_tiny_cayley.pt'
     train_seeds: str = '0:2000'                  # first:end of the reset seeds the probe learns from
     test_seeds: str = '1000000:1000200'          # held-out seeds (not the policy evaluation seeds 1000..)
@@ -68,7 +69,7 @@ def probe_file_name(train_seeds: int, probe_seed: int, step: int) -> str:
     return f'probe_n{train_seeds}_seed{probe_seed}_step{step}.pt'
 
 
-def start_frame(seed: int, task: str = 'transfer_cube') -> tuple:
+def start_frame(seed: int, task: str = DEFAULT_ALOHA_TASK) -> tuple:
     """The top camera at step 0 of episode ``seed`` of ``task`` (before any arm moves): colour uint8 [H,W,3], depth
     float32 [H,W] (m), K [3,3], the objects' positions float64 [3 * objects] (world, m)."""
     scene = get_task(task).make_scene()
@@ -81,7 +82,7 @@ def start_frame(seed: int, task: str = 'transfer_cube') -> tuple:
     return obs.color, obs.depth, obs.K, np.asarray(obs.object_xyz, np.float64)
 
 
-def start_frames(seeds: Sequence[int], processes: int = 1, task: str = 'transfer_cube') -> Iterator[tuple]:
+def start_frames(seeds: Sequence[int], processes: int = 1, task: str = DEFAULT_ALOHA_TASK) -> Iterator[tuple]:
     """:func:`start_frame` of every seed, in order; ``processes`` > 1 renders in that many spawned workers."""
     render = functools.partial(start_frame, task=task)
     if processes > 1:

@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from ...aloha_tasks import DEFAULT_ALOHA_TASK
 from ...runtime.action_chunks import TemporalEnsemble
 from ..render import SceneRenderer
 from .aloha_scene import ARM_JOINTS, SIDES, AlohaScene
@@ -38,7 +39,7 @@ JOINT_NAMES = tuple(f'{side}_{j}' for side in SIDES for j in (*ARM_JOINTS, 'grip
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    task: str = 'transfer_cube'           # tasks.TASKS: transfer_cube | insertion
+    task: str = DEFAULT_ALOHA_TASK        # tasks.TASKS: transfer_cube | insertion
     chunk_size: int = 50                  # K actions per query (1 s at 50 Hz)
     query_every: int = 10                 # control steps between queries (1: every step; K: open-loop chunks)
     temporal_ensemble_m: float = 0.01     # ACT's exp(-m i) weights
