@@ -25,7 +25,6 @@ status 1 (after a clear log line) if configuration fails.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -49,6 +48,7 @@ from .inputs import input_specs, subscribe_inputs
 from .latency import OUTPUTS, FrameTiming, LatencyBudget, StageLog, pipeline_stages
 from .latest import LatestWorker
 from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node
+from .node_argv import ros_node_argv
 from .live_params import on_parameter_updates, pipeline_settings, tiling_setting
 from .outputs import NodeOutputs
 from .synchronizer import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
@@ -79,17 +79,8 @@ def node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, s
                  python: str = sys.executable) -> list[str]:
     """argv to start the node in a subprocess, e.g. ``node_command('m.onnx', remaps={'image': '/cam/rgb'})``
     (pass ``env=string_perception.dds_env.merged_dds_env(domain)`` to ``subprocess``)."""
-    cmd = [python, '-m', 'string_perception.ros.node', '--ros-args']
-    if params_file is not None:
-        cmd += ['--params-file', str(params_file)]
-    values = dict(params or {})
-    if model_path is not None:
-        values['model_path'] = str(model_path)
-    for k, v in values.items():
-        cmd += ['-p', f'{k}:={json.dumps(v)}']
-    for src, dst in (remaps or {}).items():
-        cmd += ['-r', f'{src}:={dst}']
-    return cmd
+    return ros_node_argv('string_perception.ros.node', model_path=model_path, params=params,
+                         params_file=params_file, remaps=remaps, python=python)
 
 
 class StringPerceptionNode(ManagedNode):

@@ -25,7 +25,6 @@ or skip); the node keeps going. Unpaired messages show as ``drops.unsynchronised
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -45,21 +44,15 @@ STATUS_NAME = 'string_perception_policy: policy'   # the default node name's; a 
 from rclpy.lifecycle import TransitionCallbackReturn  # noqa: E402
 
 from .lifecycle_node import FAILURE, SUCCESS, ManagedNode, make_executor, run_lifecycle_node  # noqa: E402
+from .node_argv import ros_node_argv  # noqa: E402
 from ..qos import qos_profile  # noqa: E402
 
 
 def policy_node_command(model_path: str | Path | None = None, *, remaps: Mapping[str, str] | None = None,
                         params: Mapping[str, Any] | None = None, python: str = sys.executable) -> list[str]:
     """argv to start the node in a subprocess (pass ``env=merged_dds_env(domain)``)."""
-    cmd = [python, '-m', 'string_perception.ros.policy_node', '--ros-args']
-    values = dict(params or {})
-    if model_path is not None:
-        values['model_path'] = str(model_path)
-    for k, v in values.items():
-        cmd += ['-p', f'{k}:={json.dumps(v)}']
-    for src, dst in (remaps or {}).items():
-        cmd += ['-r', f'{src}:={dst}']
-    return cmd
+    return ros_node_argv('string_perception.ros.policy_node', model_path=model_path, params=params,
+                         remaps=remaps, python=python)
 
 
 def embedding_from_image(msg) -> np.ndarray:
