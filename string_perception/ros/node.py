@@ -40,7 +40,7 @@ from ..codec.detection_msgs import camera_info_to_k, stamp_to_ns
 from ..paths import model_file
 from ..runtime import Pipeline
 from ..runtime.errors import InferenceError, InputError, ModelLoadError
-from ..runtime.model_variant import choose_model_file, requested_precision
+from ..runtime.model_variant import node_model_choice
 from ..runtime.onnx_runner import usable_providers
 from ..runtime.plausibility import DEFAULT_LIMITS, check_frame_plausible
 from .input_monitor import InputMonitor
@@ -121,7 +121,7 @@ class StringPerceptionNode(ManagedNode):
             cfg = P.validate_all(P.read_all(self))
             options = P.model_options(cfg, usable_providers)
             # the int8 sibling only where this CPU runs it faster (runtime/model_variant.py), said in the log
-            choice = choose_model_file(resolve_model_path(cfg['model_path']), requested_precision(),
+            choice = node_model_choice(resolve_model_path(cfg['model_path']),
                                        on_cpu=options['providers'][0] == 'CPUExecutionProvider')
             log.info(f'model file {choice.path} ({choice.precision}: {choice.reason})')
             path = choice.path

@@ -12,7 +12,8 @@
 
 ``reason`` is one sentence for the log line saying which file runs and why. A ``path`` that already is an int8 file
 is run as given. Reads no ONNX file. The node takes ``precision`` from the environment variable
-``STRING_PERCEPTION_MODEL_PRECISION`` (``auto`` when unset: :func:`requested_precision`).
+``STRING_PERCEPTION_MODEL_PRECISION`` (``auto`` when unset: :func:`requested_precision`):
+:func:`node_model_choice` is that rule, also for tests and tools that must run the file the node runs.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Mapping
 
 __all__ = ['INT8_KERNEL_FLAGS', 'PRECISION_CHOICES', 'PRECISION_ENV', 'ModelChoice', 'int8_path', 'cpu_flags',
-           'int8_kernels', 'requested_precision', 'choose_model_file']
+           'int8_kernels', 'requested_precision', 'choose_model_file', 'node_model_choice']
 
 INT8_KERNEL_FLAGS = ('amx_int8', 'avx512_vnni', 'avx_vnni')   # any one: MLAS runs u8s8 GEMMs with VNNI / AMX
 PRECISION_CHOICES = ('auto', 'fp32', 'int8')
@@ -102,3 +103,10 @@ def choose_model_file(path: str | os.PathLike, precision: str = 'auto', *, on_cp
         return ModelChoice(path, 'fp32', 'GPU execution provider: the fp32 file')
     fast, why = int8_kernels(flags, machine)
     return ModelChoice(sibling if fast else path, 'int8' if fast else 'fp32', why)
+
+
+def node_model_choice(path: str | os.PathLike, *, on_cpu: bool = True,
+                      environ: Mapping[str, str] | None = None) -> ModelChoice:
+    """The file the perception node runs for ``model_path`` = ``path``: :func:`choose_model_file` with the precision
+    of ``STRING_PERCEPTION_MODEL_PRECISION`` (:func:`requested_precision`)."""
+    return choose_model_file(path, requested_precision(environ), on_cpu=on_cpu)

@@ -69,6 +69,7 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
     from string_perception.ros.node import READY_LINE, node_command
     from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
+    from string_perception.runtime.model_variant import node_model_choice
 
     sample = default_sample_path()
     bag_a, bag_b = tmp_path / 'a', tmp_path / 'b'
@@ -103,7 +104,7 @@ def test_record_play_node_record_round_trip(tmp_path, model_path):
         assert _unpadded(a[t], sent[t]) == sent[t], t
         assert _unpadded(b[t], sent[t]) == sent[t], t
     store = make_typestore()
-    pipe = Pipeline(model_path, ('CPUExecutionProvider',))
+    pipe = Pipeline(node_model_choice(model_path).path, ('CPUExecutionProvider',))   # the file the node ran
     pipe.set_params(score_threshold=effective_score_threshold(-1.0, pipe.model.metadata))
     offline = {}
     for frame in BagFrameReader(bag_b):

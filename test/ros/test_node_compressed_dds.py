@@ -24,6 +24,7 @@ def test_node_answers_compressed_colour_and_compressed_depth(tmp_path, model_pat
     from string_perception.ros.node import READY_LINE, node_command
     from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
+    from string_perception.runtime.model_variant import node_model_choice
 
     bag = write_bag(tmp_path / 'in', frames(6), colour='jpeg', depth='16UC1', depth_transport='compressedDepth')
     out = tmp_path / 'out'
@@ -44,7 +45,7 @@ def test_node_answers_compressed_colour_and_compressed_depth(tmp_path, model_pat
         assert rec.stop() == 0 and node.popen.poll() is None, pg.logs()
         assert 'bad input' not in node.log(), pg.logs()
 
-    pipe = Pipeline(model_path, ('CPUExecutionProvider',))
+    pipe = Pipeline(node_model_choice(model_path).path, ('CPUExecutionProvider',))   # the file the node ran
     pipe.set_params(score_threshold=effective_score_threshold(-1.0, pipe.model.metadata))
     offline = {f.stamp_ns: pipe(f.rgb, f.depth, f.K, encoding=f.encoding, depth_encoding=f.depth_encoding,
                                 intrinsics_hw=f.info_hw).detections for f in BagFrameReader(bag)}

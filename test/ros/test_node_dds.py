@@ -26,8 +26,9 @@ def _offline(model_path):
     """Offline pipeline results and ground truth for the frames the publisher plays."""
     from string_perception.node_params import effective_score_threshold
     from string_perception.runtime import Pipeline
+    from string_perception.runtime.model_variant import node_model_choice
     from string_perception.scenes import SceneConfig, generate_frame
-    pipe = Pipeline(model_path, providers=('CPUExecutionProvider',))
+    pipe = Pipeline(node_model_choice(model_path).path, providers=('CPUExecutionProvider',))   # the node's file
     pipe.set_params(score_threshold=effective_score_threshold(-1.0, pipe.model.metadata))
     results, gts = {}, {}
     for seed in range(FIRST_SEED, FIRST_SEED + FRAMES):

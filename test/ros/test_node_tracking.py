@@ -199,11 +199,13 @@ def test_node_track_ids_over_dds_match_the_offline_tracker(tmp_path, model_path)
     from test.support.ros_helpers import HELPERS, ProcessGroup, percentile, reserved_domain_id, ros_test_env
     from string_perception.ros.node import node_command
     from string_perception.runtime import Pipeline
+    from string_perception.runtime.model_variant import node_model_choice
     from string_perception.scenes import SceneConfig
     from string_perception.scenes.sequence import SequenceConfig, generate_sequence
 
     seq = generate_sequence(PEERS_MOVING_SEED, SequenceConfig(frames=MOVING_FRAMES), SceneConfig(height=H, width=W))
-    offline = Pipeline(model_path, providers=('CPUExecutionProvider',), tracking=P.tracker_config(P.defaults()))
+    offline = Pipeline(node_model_choice(model_path).path, providers=('CPUExecutionProvider',),   # the node's file
+                       tracking=P.tracker_config(P.defaults()))
     offline.set_params(score_threshold=P.effective_score_threshold(-1.0, offline.model.metadata))
     total_ms = percentile([offline(s.frame.rgb, s.frame.depth_mm, s.frame.K).timings['total_ms'] for s in seq[:5]], 95)
     rate = min(30.0, 1000.0 / (2.5 * total_ms))                      # the node keeps up on a loaded CPU

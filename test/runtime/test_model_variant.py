@@ -7,7 +7,7 @@ import pytest
 from string_perception.runtime.errors import MetadataError
 from string_perception.runtime.model_metadata import ModelMetadata
 from string_perception.runtime.model_variant import (PRECISION_ENV, choose_model_file, cpu_flags, int8_kernels,
-                                                     int8_path, requested_precision)
+                                                     int8_path, node_model_choice, requested_precision)
 
 X86_VNNI = frozenset({'fpu', 'avx2', 'avx512f', 'avx512_vnni'})
 X86_AMX = frozenset({'avx2', 'amx_tile', 'amx_int8'})
@@ -120,3 +120,14 @@ def test_int8_metadata_must_say_how_it_was_quantised():
     assert e.value.key == 'quantization'
     with pytest.raises(MetadataError, match='JSON object'):
         ModelMetadata.from_props(_props(precision='int8', quantization='[1, 2]'))
+
+
+def test_node_model_choice_reads_the_precision_from_the_environment(model_pair):
+    fp32, int8 = model_pair
+    assert node_model_choice(fp32, environ={PRECISION_ENV: 'fp32'}).path == fp32
+    assert node_model_choice(fp32, environ={PRECISION_ENV: 'int8'}).path == int8
+    auto = node_model_choice(fp32, environ={})
+    assert auto == choose_model_file(fp32, 'auto')                   # unset: auto, this CPU decides
+    assert node_model_choice(fp32, on_cpu=False, environ={}).path == fp32
+    with pytest.raises(ValueError):
+        node_model_choice(fp32, environ={PRECISION_ENV: 'bf16'})

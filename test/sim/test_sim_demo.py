@@ -26,9 +26,10 @@ def _offline_ious(frames_npz, model, labels):
     from string_perception.training.inference import detections_to_arrays
     from string_perception.evaluation.workcell import WorkcellEvalConfig
     from string_perception.runtime import Pipeline
+    from string_perception.runtime.model_variant import node_model_choice
     from string_perception.sim_ros.demo_scores import frame_ious
     wc = WorkcellEvalConfig()
-    pipe = Pipeline(model, ('CPUExecutionProvider',), score_threshold=wc.score_threshold, nms_iou=wc.nms_iou,
+    pipe = Pipeline(node_model_choice(model).path, ('CPUExecutionProvider',), score_threshold=wc.score_threshold, nms_iou=wc.nms_iou,
                     max_detections=100, resize_mode=wc.resize_mode)
     out = {}
     with np.load(frames_npz) as z:
