@@ -32,6 +32,7 @@ import numpy as np
 
 from benchmarks.soak import PREFIX, rss_bytes, rss_figures  # the soak's publisher and RSS figures
 from string_perception.domain_reservation import reserved_domain_id
+from string_perception.runtime.model_variant import node_model_choice
 
 REPO = Path(__file__).resolve().parent.parent
 SOAK = ['-m', 'benchmarks.soak']       # its publisher and listener roles, in the children (cwd and PYTHONPATH: REPO)
@@ -99,11 +100,14 @@ def make_frames(distinct: int):
 
 
 def bare_pipeline(model: str, frames, rate: float, seconds: float, params: dict) -> list[float]:
-    """``runtime.Pipeline`` total ms per frame (preprocess + inference + postprocess + tracking), paced at ``rate``."""
+    """``runtime.Pipeline`` total ms per frame (preprocess + inference + postprocess + tracking), paced at ``rate``,
+    on the file the node runs for ``model`` (``runtime.model_variant.node_model_choice``)."""
     from string_perception import node_params as P
     from string_perception.runtime import Pipeline
     cfg = {**P.defaults(), **params}
-    pipe = Pipeline(model, providers=('CPUExecutionProvider',), intra_op_threads=cfg['intra_op_threads'] or None,
+    # the file the node runs (its int8 sibling on VNNI / AMX CPUs), so node / bare compares like with like
+    pipe = Pipeline(node_model_choice(model).path, providers=('CPUExecutionProvider',),
+                    intra_op_threads=cfg['intra_op_threads'] or None,
                     intra_op_spinning=cfg['intra_op_spinning'])
     pipe.set_params(score_threshold=P.effective_score_threshold(-1.0, pipe.model.metadata))
     pipe.set_tracking(P.tracker_config(cfg))                  # the node's tracking stage, as configured
@@ -289,7 +293,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix='sp_node_latency_') as tmp, \
             reserved_domain_id(a.domain or None) as domain:
         root = Path(a.workdir or tmp)
-        print(f'[node_latency] model {model}; {a.rate:g} Hz, {a.duration:g} s per variant; ROS_DOMAIN_ID {domain}; '
+        print(f'[node_latency] model {model} (runs {node_model_choice(model).path.name}); {a.rate:g} Hz, {a.duration:g} s per variant; ROS_DOMAIN_ID {domain}; '
               f'{load()}', flush=True)
         pooled = {name: ([], []) for name, _ in specs}          # variant -> (runs, bare ms)
         for k in range(a.rounds):
