@@ -12,6 +12,8 @@ overlap). On the matched pairs:
   the angle between symmetry axes for cylinder / cone / capsule, modulo a flip except for a cone, the smallest
   angle over the 24 relabellings for a box);
 * ``volume_ratio``: predicted / true volume (its median says "too small" below 1);
+* ``size_ratio_longest`` / ``_middle`` / ``_shortest``: predicted / true size along the ground truth's longest,
+  middle and shortest side (predicted sizes relabelled as for ``scale_error``): which side a box is too small on;
 * ``iou``: the matched symmetry-aware IoU.
 
 Each of these is reported as ``{'mean', 'median'}`` (None without matches). Besides:
@@ -33,18 +35,33 @@ from string_perception import metrics
 from string_perception.box_ops import decode_box_params
 from string_perception.symmetry import nearest_relabelling, orientation_error_deg
 
-STATS = ('iou', 'centre_xy_m', 'centre_z_m', 'centre_3d_m', 'scale_error', 'orientation_deg', 'volume_ratio')
+STATS = ('iou', 'centre_xy_m', 'centre_z_m', 'centre_3d_m', 'scale_error', 'orientation_deg', 'volume_ratio',
+         'size_ratio_longest', 'size_ratio_middle', 'size_ratio_shortest')
 
 
 def aligned_scale_iou(size_pred: np.ndarray, R_pred: np.ndarray, size_gt: np.ndarray, R_gt: np.ndarray) -> np.ndarray:
     """IoU of co-centred, co-rotated boxes: predicted sizes ``[N,3]`` relabelled onto the ground-truth axes nearest
     its own (``R_pred P`` closest to ``R_gt``) -> ``[N]``."""
-    P = nearest_relabelling(R_pred, R_gt)                                              # [N,3,3]
-    s = np.einsum('nij,ni->nj', np.abs(P), size_pred)                                 # size along R_pred P's axes
+    s = _sizes_along_gt_axes(size_pred, R_pred, R_gt)                                 # [N,3]
     inter = np.prod(np.minimum(s, size_gt), axis=1)
     union = np.prod(s, axis=1) + np.prod(size_gt, axis=1) - inter
     with np.errstate(divide='ignore', invalid='ignore'):
         return np.where(union > 0, inter / union, 0.0)
+
+
+def aligned_size_ratios(size_pred: np.ndarray, R_pred: np.ndarray, size_gt: np.ndarray,
+                        R_gt: np.ndarray) -> np.ndarray:
+    """Predicted / true size along each ground-truth axis (predicted sizes relabelled as in
+    :func:`aligned_scale_iou`), columns ordered longest to shortest ground-truth side -> ``[N,3]``."""
+    ratio = _sizes_along_gt_axes(size_pred, R_pred, R_gt) / np.maximum(size_gt, 1e-12)   # [N,3] per gt axis
+    order = np.argsort(-size_gt, axis=1, kind='stable')                                   # [N,3] longest first
+    return np.take_along_axis(ratio, order, axis=1)
+
+
+def _sizes_along_gt_axes(size_pred: np.ndarray, R_pred: np.ndarray, R_gt: np.ndarray) -> np.ndarray:
+    """Predicted sizes ``[N,3]`` taken along the ground-truth axes nearest its own (``R_pred P`` closest to ``R_gt``)."""
+    P = nearest_relabelling(R_pred, R_gt)                                              # [N,3,3]
+    return np.einsum('nij,ni->nj', np.abs(P), size_pred)                              # [N,3]
 
 
 def _arrays(frame: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -132,7 +149,9 @@ def _pair_errors(pairs: dict[str, list], names: list[str]) -> dict[str, np.ndarr
             'centre_xy_m': np.linalg.norm(d[:, :2], axis=1), 'centre_z_m': np.abs(d[:, 2]),
             'centre_3d_m': np.linalg.norm(d, axis=1), 'scale_error': 1.0 - aligned_scale_iou(sp, Rp, sg, Rg),
             'orientation_deg': orientation_error_deg(Rp, Rg, gt_names),
-            'volume_ratio': np.prod(sp, axis=1) / np.maximum(np.prod(sg, axis=1), 1e-12)}
+            'volume_ratio': np.prod(sp, axis=1) / np.maximum(np.prod(sg, axis=1), 1e-12),
+            **dict(zip(('size_ratio_longest', 'size_ratio_middle', 'size_ratio_shortest'),
+                       aligned_size_ratios(sp, Rp, sg, Rg).T))}
 
 
 def _precision_counts(preds, gts, ious_sym, num_classes, score_threshold, iou_threshold):

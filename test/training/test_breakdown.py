@@ -6,7 +6,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from string_perception.box_ops import encode_box_params
-from string_perception.training.breakdown import aligned_scale_iou, breakdown
+from string_perception.training.breakdown import aligned_scale_iou, aligned_size_ratios, breakdown
 
 NAMES = ['box', 'cylinder', 'sphere', 'cone', 'capsule']
 
@@ -56,6 +56,10 @@ def test_breakdown_on_hand_made_frames():
     assert o['scale_error'] == {'mean': pytest.approx(0.5 / 3), 'median': pytest.approx(0.0)}
     assert o['orientation_deg']['mean'] == pytest.approx(0.0, abs=1e-6)   # box relabelled, cylinder turned
     assert o['volume_ratio'] == {'mean': pytest.approx(2.5 / 3), 'median': pytest.approx(1.0)}
+    # only P1 is off in size: half as tall along the cylinder's longest (0.3 m) side
+    assert o['size_ratio_longest'] == {'mean': pytest.approx(2.5 / 3), 'median': pytest.approx(1.0)}
+    assert o['size_ratio_middle'] == {'mean': pytest.approx(1.0), 'median': pytest.approx(1.0)}
+    assert o['size_ratio_shortest'] == {'mean': pytest.approx(1.0), 'median': pytest.approx(1.0)}
     # closest box of any class: GT0 -> P2 (sphere, IoU 1 > P0's), GT1 -> P1, GT2 -> P4, GT3 -> P5 (cone)
     assert o['class_accuracy'] == pytest.approx(0.5)
     # GT0 is overlapped by P0 and P2 (both kept, IoU >= 0.25): one duplicate over four objects
@@ -89,6 +93,14 @@ def test_aligned_scale_iou_compares_sizes_along_the_nearest_axes():
     got = aligned_scale_iou(np.array([[0.3, 0.1, 0.2], [0.1, 0.1, 0.1]]), np.stack([rz(90), rz(20)]),
                             np.array([[0.1, 0.3, 0.2], [0.2, 0.1, 0.1]]), np.stack([np.eye(3), np.eye(3)]))
     np.testing.assert_allclose(got, [1.0, 0.5])
+
+
+def test_aligned_size_ratios_per_side_longest_first():
+    # the turned (0.3, 0.1, 0.2) box is the true (0.1, 0.3, 0.2) one; a 0.1 m cube against (0.1, 0.2, 0.4) is 1/4 of
+    # the longest side, 1/2 of the middle one and the whole shortest one
+    got = aligned_size_ratios(np.array([[0.3, 0.1, 0.2], [0.1, 0.1, 0.1]]), np.stack([rz(90), rz(20)]),
+                              np.array([[0.1, 0.3, 0.2], [0.1, 0.2, 0.4]]), np.stack([np.eye(3), np.eye(3)]))
+    np.testing.assert_allclose(got, [[1.0, 1.0, 1.0], [0.25, 0.5, 1.0]])
 
 
 def test_empty_inputs():
