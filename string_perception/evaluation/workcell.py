@@ -292,10 +292,16 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
     return out
 
 
-def _mesh_objects(gts: list[dict], mesh_label: int) -> list[dict]:
-    """``gts`` with only their mesh objects (label ``mesh_label``)."""
-    return [{'params': g['params'][g['labels'] == mesh_label], 'labels': g['labels'][g['labels'] == mesh_label]}
-            for g in gts]
+def _mesh_objects(gts: list[dict], mesh_label: int, visibility: tuple[float, float] | None = None) -> list[dict]:
+    """``gts`` with only their mesh objects (label ``mesh_label``), and with ``visibility = (lo, hi)`` only those whose
+    visible fraction is in [lo, hi) (the frames must carry ``visibility``, which is kept)."""
+    out = []
+    for g in gts:
+        keep = g['labels'] == mesh_label                                              # [M]
+        if visibility is not None:
+            keep &= (g['visibility'] >= visibility[0]) & (g['visibility'] < visibility[1])
+        out.append({k: g[k][keep] for k in ('params', 'labels', 'visibility') if k in g})
+    return out
 
 
 def _mesh_column(key: str, preds: list[dict], gts: list[dict], names: list[str], mesh_label: int,
@@ -308,6 +314,11 @@ def _mesh_column(key: str, preds: list[dict], gts: list[dict], names: list[str],
     out = {f'{key}_agnostic': float(best.mean()) if len(best) else None, f'{key}_num_gt': int(len(best))}
     if with_breakdown:
         out[f'{key}_breakdown'] = _mesh_breakdown(preds, mesh_gts, names, mesh_label, ious)
+        if all('visibility' in g for g in gts):        # the same, per visibility bin: is a short side an occluded one?
+            out[f'{key}_breakdown_by_visibility'] = {
+                f'{lo:g}-{min(hi, 1):g}': _mesh_breakdown(preds, _mesh_objects(gts, mesh_label, (lo, hi)), names,
+                                                          mesh_label)
+                for lo, hi in zip(VISIBILITY_BINS[:-1], VISIBILITY_BINS[1:])}
     return out
 
 

@@ -107,3 +107,23 @@ def test_mesh_breakdown_is_class_agnostic_geometry():
     assert b['centre_3d_m']['median'] == pytest.approx(0.0, abs=1e-9)
     assert workcell._mesh_breakdown([], [{'params': np.zeros((0, 12)), 'labels': np.zeros(0, int)}], names,
                                     OBJECT) is None
+
+
+def test_mesh_breakdown_by_visibility_bins_the_meshes():
+    """Two meshes, one 30 % and one 90 % visible; the prediction on the second is half as long: each bin's
+    breakdown sees only its own mesh."""
+    from string_perception.sim.classes import OBJECT
+    names = ['box', 'cylinder', 'sphere', 'cone', 'capsule', 'object']
+    sizes = np.array([[0.1, 0.2, 0.05], [0.1, 0.2, 0.05]])
+    meshes = box_ops.encode_box_params(np.array([[0.2, 0.0, 1.0], [-0.2, 0.0, 1.0]]), np.stack([np.eye(3)] * 2), sizes)
+    pred = box_ops.encode_box_params(np.array([[0.2, 0.0, 1.0], [-0.2, 0.0, 1.0]]), np.stack([np.eye(3)] * 2),
+                                     np.array([[0.1, 0.2, 0.05], [0.1, 0.1, 0.05]]))
+    gts = [{'params': meshes, 'labels': np.array([OBJECT, OBJECT]), 'visibility': np.array([0.3, 0.9])}]
+    preds = [{'params': pred, 'labels': np.array([0, 0]), 'scores': np.array([0.9, 0.8])}]
+    col = workcell._mesh_column('heldout', preds, gts, names, OBJECT, with_breakdown=True)
+    by = col['heldout_breakdown_by_visibility']
+    assert list(by) == ['0-0.25', '0.25-0.5', '0.5-0.75', '0.75-1']
+    assert by['0-0.25'] is None and by['0.5-0.75'] is None
+    assert by['0.25-0.5']['num_matched'] == 1 and by['0.25-0.5']['size_ratio_longest']['median'] == pytest.approx(1.0)
+    assert by['0.75-1']['num_matched'] == 1 and by['0.75-1']['size_ratio_longest']['median'] == pytest.approx(0.5)
+    assert col['heldout_breakdown']['num_matched'] == 2
