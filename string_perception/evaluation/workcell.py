@@ -23,6 +23,8 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
   (``seen_mesh_num_gt``): what "never seen" is compared with; with ``--seen-mesh-frames N`` also
   ``control_seen_agnostic``: the held-out frames' first N scenes again (same seeds, cameras, primitives and
   placements' draws), meshes from the training meshes: the paired control;
+- for each mesh column (``heldout``, ``control_seen``), ``<column>_breakdown``: the class-agnostic error breakdown of
+  its meshes (sizes per side included), and ``<column>_breakdown_by_visibility``: the same per visibility bin;
 - the error breakdown of ``training/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
   duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
   object's projected size in pixels and by its visibility.
