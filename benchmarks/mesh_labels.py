@@ -9,10 +9,9 @@ mesh to its inertia), for a random sample of the library: the volume ratio (> 1:
 principal-axes box) and the rotation between the two frames.
 
 And whether the label boxes what is drawn: MuJoCo draws a mesh's faces (``mesh_face``), and the label takes every
-vertex (``mesh_vert``). For an OBJ file of several objects MuJoCo 3.8 keeps every vertex but only part of the faces, so
-the drawn object can be a fraction of its label (``drawn / label``: the volume of the face vertices' box in the
-body frame over the label box's; 1 when the two agree). A rendered silhouette of entry 0 matched the face vertices'
-box (0.027 x 0.058 m against 0.030 x 0.059), not the label's (0.09 x 0.12).
+vertex (``mesh_vert``); ``drawn / label`` is the volume of the face vertices' box in the body frame over the label
+box's (1 when they agree). MuJoCo 3.8's own OBJ reader kept the faces of a file's first object only (median 0.05
+here before sim/obj_mesh.py); the meshes are now built from every object of the file, as the generator builds them.
 """
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from string_perception.sim.mesh_library import mesh_indices, mesh_problem  # noqa: E402
+from string_perception.sim.obj_mesh import read_obj_mesh  # noqa: E402
 from string_perception.sim.objects import mesh_library_entry  # noqa: E402
 
 
@@ -33,7 +33,8 @@ def box_frames(index: int) -> tuple[float, float, float]:
     volume) of one mesh."""
     path, scale = mesh_library_entry(index)
     spec = mujoco.MjSpec()
-    mesh = spec.add_mesh(name='m', file=str(path), scale=[scale] * 3)
+    v, f = read_obj_mesh(str(path))                                              # as sim/objects.add_object_meshes
+    mesh = spec.add_mesh(name='m', uservert=(v * scale).ravel().tolist(), userface=f.ravel().tolist())
     mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX                 # as sim/objects.add_object_meshes
     body = spec.worldbody.add_body(name='b')
     body.add_freejoint()

@@ -18,6 +18,7 @@ import functools
 
 import numpy as np
 
+from .obj_mesh import read_obj_mesh
 from .objects import NUM_RANDOM_URDFS, mesh_library_entry
 
 MESH_SPLITS = ('all', 'train', 'heldout')
@@ -48,6 +49,10 @@ def mesh_problem(index: int) -> str | None:
         return f'{path.name}: {int((~np.isfinite(v)).any(axis=1).sum())} non-finite vertices (scale {scale})'
     if np.ptp(v, axis=0).min() <= 0:
         return f'{path.name}: flat (zero extent along an axis)'
+    try:
+        read_obj_mesh(str(path))                                             # the faces MuJoCo is given
+    except ValueError as e:
+        return str(e)
     return None
 
 

@@ -24,6 +24,7 @@ from string_perception.scenes.primitives import BOX, CAPSULE, CONE, CYLINDER, SP
 
 from .assets import pybullet_data_dir, urdf_visual_mesh
 from .classes import OBJECT
+from .obj_mesh import read_obj_mesh
 
 NUM_RANDOM_URDFS = 1000
 _CONE_SEGMENTS = 32
@@ -94,9 +95,9 @@ def add_object_meshes(spec: mujoco.MjSpec, objects) -> None:
         if obj is not None and obj.label == CONE:
             hx, hz = 0.5 * obj.size[0], 0.5 * obj.size[2]
             mesh = spec.add_mesh(name=name, uservert=cone_vertices(hx, 2 * hz).ravel().tolist())
-        elif obj is not None and obj.label == OBJECT:
-            s = obj.mesh_scale
-            mesh = spec.add_mesh(name=name, file=obj.mesh_file, scale=[s, s, s])
+        elif obj is not None and obj.label == OBJECT:    # every object of the file (obj_mesh.py), not MuJoCo's first
+            v, f = read_obj_mesh(str(obj.mesh_file))                             # [V,3] [F,3]
+            mesh = spec.add_mesh(name=name, uservert=(v * obj.mesh_scale).ravel().tolist(), userface=f.ravel().tolist())
         else:
             mesh = spec.add_mesh(name=name, uservert=_PLACEHOLDER)
         mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX   # blob meshes need not be watertight

@@ -23,17 +23,19 @@ from string_perception.sim.generator import build_scene, label_view, pick_rig  #
 CELLS = ('aloha', 'kuka')
 CLUTTER = (3, 6)
 
-# sha256 of frames rendered at commit ea3e3a5 (before distractors existed) on this project's machine: image, depth,
-# K, labels, boxes, visibility, instance mask (``_digest``). A change of the scene's random stream, of the
-# physics or of what is drawn changes them. (A different Mesa / MuJoCo build renders other pixels: regenerate them
-# there from the commit before the change under test, never from the change itself.)
+# sha256 of frames rendered without distractors (the generator of commit ea3e3a5, before distractors existed) on
+# this project's machine: image, depth, K, labels, boxes, visibility, instance mask (``_digest``). A change of the
+# scene's random stream, of the physics or of what is drawn changes them. (A different Mesa / MuJoCo build renders
+# other pixels: regenerate them there from the commit before the change under test, never from the change itself.)
+# Regenerated once, on purpose, when mesh objects began to be drawn whole (sim/obj_mesh.py: MuJoCo's OBJ reader had
+# drawn each library mesh's first convex part only); each of these four scenes holds 1-8 mesh objects.
 BEFORE = [
-    (0, dict(cell='aloha'), 'bed663411525b697a5df40eeebde518115639f9f0215c97e3601569a59c4dc67'),
-    (1, dict(cell='kuka', min_visible_pixels=8), '216fca0ca916e20dd67108efa27591bf68164b807d472e4e19d70141013c3085'),
+    (0, dict(cell='aloha'), 'c104fe8dec908d828cd845a20df9836a25ec42a1ca5690a5cb9b443ea64822cf'),
+    (1, dict(cell='kuka', min_visible_pixels=8), 'be1d8347bd7ff6d9bc0674f8d39b0d0bb004fb8ab09c9b0e1540b55cabfd0302'),
     (2, dict(cell='kuka', min_visible_pixels=8, appearance_randomization=1.0, object_depth_dropout=0.5,
-             mesh_object_fraction=0.5), '35c1d9c5d468af6ba5f929ec1a21e71cede23a70a53e0f5609a809c2aef118a9'),
+             mesh_object_fraction=0.5), '09872bc6d39011a065c70bf66892a6405af9292fc327712e9bdc831b08d094aa'),
     (3, dict(cell='aloha', appearance_randomization=1.0, object_depth_dropout=0.5),
-     'dcfde6d016b15018b547775e5f8f23388dd2a2429b2944afc54be3dd0873f638'),
+     '44fd3a46b15f3a1a5c349705f9918f7616a92879b97ab19b533e06518699884d'),
 ]
 
 
