@@ -3,7 +3,9 @@ label (the box of every vertex) and its collision hull agree (MuJoCo 3.8's own r
 import numpy as np
 import pytest
 
-from string_perception.sim.obj_mesh import read_obj_mesh
+mujoco = pytest.importorskip('mujoco')   # string_perception.sim imports it
+
+from string_perception.sim.obj_mesh import read_obj_mesh  # noqa: E402
 
 TWO_OBJECTS = """# two unit squares, the second as a quad with relative indices
 o first
@@ -38,7 +40,6 @@ def test_refuses_a_face_past_the_vertices(tmp_path):
 
 
 def test_the_generator_draws_every_object_of_a_library_mesh():
-    mujoco = pytest.importorskip('mujoco')
     pytest.importorskip('pybullet_data')
     from string_perception.sim.classes import OBJECT
     from string_perception.sim.objects import ObjectSpec, add_object, add_object_meshes, mesh_library_entry
