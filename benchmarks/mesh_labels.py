@@ -24,8 +24,7 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from string_perception.sim.mesh_library import mesh_indices, mesh_problem  # noqa: E402
-from string_perception.sim.obj_mesh import read_obj_mesh  # noqa: E402
-from string_perception.sim.objects import mesh_library_entry  # noqa: E402
+from string_perception.sim.objects import add_library_mesh, mesh_library_entry  # noqa: E402
 
 
 def box_frames(index: int) -> tuple[float, float, float]:
@@ -33,8 +32,7 @@ def box_frames(index: int) -> tuple[float, float, float]:
     volume) of one mesh."""
     path, scale = mesh_library_entry(index)
     spec = mujoco.MjSpec()
-    v, f = read_obj_mesh(str(path))                                              # as sim/objects.add_object_meshes
-    mesh = spec.add_mesh(name='m', uservert=(v * scale).ravel().tolist(), userface=f.ravel().tolist())
+    mesh = add_library_mesh(spec, 'm', path, scale)                              # as the generator builds it
     mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX                 # as sim/objects.add_object_meshes
     body = spec.worldbody.add_body(name='b')
     body.add_freejoint()

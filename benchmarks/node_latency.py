@@ -293,7 +293,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix='sp_node_latency_') as tmp, \
             reserved_domain_id(a.domain or None) as domain:
         root = Path(a.workdir or tmp)
-        print(f'[node_latency] model {model} (runs {node_model_choice(model).path.name}); {a.rate:g} Hz, {a.duration:g} s per variant; ROS_DOMAIN_ID {domain}; '
+        print(f'[node_latency] model {model} (runs {node_model_choice(model).path.name}); {a.rate:g} Hz, '
+              f'{a.duration:g} s per variant; ROS_DOMAIN_ID {domain}; '
               f'{load()}', flush=True)
         pooled = {name: ([], []) for name, _ in specs}          # variant -> (runs, bare ms)
         for k in range(a.rounds):

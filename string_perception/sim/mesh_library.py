@@ -29,30 +29,21 @@ __all__ = ['MESH_SPLITS', 'HELDOUT_FIRST_RANDOM_URDF', 'MUG', 'mesh_problem', 'l
            'mesh_indices', 'split_of']
 
 
-def _obj_vertices(path) -> np.ndarray:
-    rows = [line.split()[1:4] for line in open(path, encoding='utf-8', errors='replace') if line.startswith('v ')]
-    try:
-        return np.array(rows, dtype=float).reshape(-1, 3)                    # [V,3]
-    except ValueError:                                                       # a short or non-numeric row
-        return np.full((0, 3), np.nan)
-
-
 def mesh_problem(index: int) -> str | None:
     """Why library entry ``index`` cannot be used (a short sentence), or None when it can."""
     path, scale = mesh_library_entry(int(index))
     if not path.is_file():
         return f'{path.name}: file missing'
-    v = _obj_vertices(path) * scale                                          # [V,3] metres
+    try:
+        v = read_obj_mesh(str(path))[0] * scale                              # [V,3] metres, as MuJoCo gets them
+    except ValueError as e:                                                  # a malformed vertex or face
+        return str(e)
     if len(v) < 4:
         return f'{path.name}: {len(v)} readable vertices (need 4)'
     if not np.isfinite(v).all():
         return f'{path.name}: {int((~np.isfinite(v)).any(axis=1).sum())} non-finite vertices (scale {scale})'
     if np.ptp(v, axis=0).min() <= 0:
         return f'{path.name}: flat (zero extent along an axis)'
-    try:
-        read_obj_mesh(str(path))                                             # the faces MuJoCo is given
-    except ValueError as e:
-        return str(e)
     return None
 
 

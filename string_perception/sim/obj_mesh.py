@@ -19,7 +19,8 @@ __all__ = ['read_obj_mesh']
 def read_obj_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
     """(vertices float64 [V,3], triangles int32 [F,3], 0-based) of every ``f`` line of the file: polygons fanned
     into triangles, ``v/vt/vn`` and negative (relative) indices understood, texture and normal data ignored.
-    ``ValueError`` when a face names a vertex that does not exist or there is no face. Do not modify the arrays
+    ``ValueError`` when a vertex is not three numbers, a face names a vertex that does not exist or there is no
+    face (non-finite coordinates are read as such: the library check refuses them). Do not modify the arrays
     (cached)."""
     verts, faces = [], []
     with open(path, encoding='utf-8', errors='replace') as fh:
@@ -28,7 +29,12 @@ def read_obj_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
             if not t:
                 continue
             if t[0] == 'v':
-                verts.append([float(x) for x in t[1:4]])
+                try:
+                    verts.append([float(x) for x in t[1:4]])
+                except ValueError:
+                    raise ValueError(f'{path}: vertex {len(verts) + 1} is not a number: {line.strip()!r}') from None
+                if len(verts[-1]) != 3:
+                    raise ValueError(f'{path}: vertex {len(verts)} has {len(verts[-1])} coordinates')
             elif t[0] == 'f':
                 idx = [int(w.split('/')[0]) for w in t[1:]]
                 idx = [i - 1 if i > 0 else len(verts) + i for i in idx]         # 1-based, or relative when < 0

@@ -85,6 +85,13 @@ MAX_OBJECTS = 12
 _PLACEHOLDER = [0.0, 0.0, 0.0, 1e-3, 0.0, 0.0, 0.0, 1e-3, 0.0, 0.0, 0.0, 1e-3]   # a tiny tetrahedron
 
 
+def add_library_mesh(spec: mujoco.MjSpec, name: str, mesh_file, scale: float):
+    """Mesh asset ``name`` of a library OBJ file at ``scale``, built from every object of the file (obj_mesh.py:
+    MuJoCo's own reader draws the first only), so that what is drawn is what the label boxes and what collides."""
+    v, f = read_obj_mesh(str(mesh_file))                                                # [V,3] [F,3]
+    return spec.add_mesh(name=name, uservert=(v * scale).ravel().tolist(), userface=f.ravel().tolist())
+
+
 def add_object_meshes(spec: mujoco.MjSpec, objects) -> None:
     """Mesh assets ``obj<i>/mesh`` for i < MAX_OBJECTS, a placeholder where object i is a primitive or absent:
     every model of a cell then has the same meshes in the same order up to these slots, so one render context
@@ -95,9 +102,8 @@ def add_object_meshes(spec: mujoco.MjSpec, objects) -> None:
         if obj is not None and obj.label == CONE:
             hx, hz = 0.5 * obj.size[0], 0.5 * obj.size[2]
             mesh = spec.add_mesh(name=name, uservert=cone_vertices(hx, 2 * hz).ravel().tolist())
-        elif obj is not None and obj.label == OBJECT:    # every object of the file (obj_mesh.py), not MuJoCo's first
-            v, f = read_obj_mesh(str(obj.mesh_file))                             # [V,3] [F,3]
-            mesh = spec.add_mesh(name=name, uservert=(v * obj.mesh_scale).ravel().tolist(), userface=f.ravel().tolist())
+        elif obj is not None and obj.label == OBJECT:
+            mesh = add_library_mesh(spec, name, obj.mesh_file, obj.mesh_scale)
         else:
             mesh = spec.add_mesh(name=name, uservert=_PLACEHOLDER)
         mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_CONVEX   # blob meshes need not be watertight

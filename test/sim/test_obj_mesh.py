@@ -39,6 +39,15 @@ def test_refuses_a_face_past_the_vertices(tmp_path):
         read_obj_mesh(str(path))
 
 
+@pytest.mark.parametrize('row, message', [('v 0 x 0', 'vertex 2 is not a number'),
+                                          ('v 0 0', 'vertex 2 has 2 coordinates')])
+def test_refuses_a_vertex_that_is_not_three_numbers(tmp_path, row, message):
+    path = tmp_path / 'bad.obj'
+    path.write_text(f'v 0 0 0\n{row}\nv 0 1 0\nf 1 2 3\n')
+    with pytest.raises(ValueError, match=message):
+        read_obj_mesh(str(path))
+
+
 def test_the_generator_draws_every_object_of_a_library_mesh():
     pytest.importorskip('pybullet_data')
     from string_perception.sim.classes import OBJECT
