@@ -12,7 +12,7 @@ from string_perception.training.train import build_parser, config_from_args, res
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / 'config' / 'recipes'
 # The shipped checkpoint -> the recipe of the run that wrote it.
-SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage4.yaml'}
+SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage5.yaml'}
 # Fields that name places on the machine that trained (absolute paths there, relative paths here), never a setting
 # of the run: where it wrote, where it kept the frame cache, where the stage it started from lay.
 MACHINE_PATHS = ('out', 'cache_file', 'init_from')
@@ -50,6 +50,8 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert stage3.init_from == f'{stage2.out}/last.pt'      # stage 3 starts from stage 2's last weights
     stage4 = load_recipe(RECIPES / 'vitd_workcell_stage4.yaml')
     assert stage4.init_from == f'{stage3.out}/last.pt'      # stage 4 starts from stage 3's last weights
+    stage5 = load_recipe(RECIPES / 'vitd_workcell_stage5.yaml')
+    assert stage5.init_from == f'{stage4.out}/last.pt'      # stage 5 starts from stage 4's last weights
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
@@ -80,7 +82,9 @@ def test_a_malformed_recipe_is_refused(tmp_path):
 @pytest.mark.parametrize('card, recipes', [('MODEL_CARD.md', ['vitd_tiny_cayley.yaml']),
                                            ('MODEL_CARD_workcell.md', ['vitd_workcell_stage1.yaml',
                                                                        'vitd_workcell_stage2.yaml',
-                                                                       'vitd_workcell_stage3.yaml'])])
+                                                                       'vitd_workcell_stage3.yaml',
+                                                                       'vitd_workcell_stage4.yaml',
+                                                                       'vitd_workcell_stage5.yaml'])])
 def test_model_cards_cite_their_recipes(card, recipes):
     text = (ROOT / 'models' / card).read_text()
     for name in recipes:
