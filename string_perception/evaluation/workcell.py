@@ -26,7 +26,8 @@ Scores (symmetry-aware IoU, ``symmetry.py``), per rig and per cell:
 - for each mesh column (``heldout``, ``control_seen``), ``<column>_breakdown``: the class-agnostic error breakdown of
   its meshes (sizes per side included), and ``<column>_breakdown_by_visibility``: the same per visibility bin;
 - the error breakdown of ``training/breakdown.py`` (centre xy / depth, scale, orientation, class accuracy,
-  duplicates, precision / recall at ``--operating-threshold``) and misses (best agnostic IoU < 0.25) by the
+  duplicates, precision / recall at ``--operating-threshold``), ``confusion`` (true class -> class of the closest
+  box, counts) and misses (best agnostic IoU < 0.25) by the
   object's projected size in pixels and by its visibility.
 
 Frames are rendered once (spawned workers; a GL context does not survive fork) and kept in ``--cache`` so that
@@ -217,7 +218,7 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
     (labels index ``class_names``; labels ``< primitive_count`` are the primitives), symmetry-aware IoU ->
     ``num_frames``, ``num_gt``, ``num_primitive_gt``, ``class_aware``, ``agnostic``, ``hit_25``, ``ap3d_25`` (None
     where nothing is labelled); with ``with_breakdown`` (needs ``frames`` and ``gts[i]['visibility']``) also
-    ``breakdown``, ``misses_by_size_px`` and ``misses_by_visibility`` (module docstring)."""
+    ``breakdown``, ``confusion``, ``misses_by_size_px`` and ``misses_by_visibility`` (module docstring)."""
     from string_perception.training.breakdown import breakdown as error_breakdown
     ious = metrics.frame_ious(preds, gts)
     ious_sym = metrics.frame_ious_sym(preds, gts, list(class_names), ious)
@@ -235,8 +236,8 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
     }
     if not with_breakdown or not len(best_agn):
         return out
-    out['breakdown'] = error_breakdown(preds, gts, list(class_names), score_threshold=operating_threshold,
-                                       ious_sym=ious_sym)['overall']
+    full = error_breakdown(preds, gts, list(class_names), score_threshold=operating_threshold, ious_sym=ious_sym)
+    out['breakdown'], out['confusion'] = full['overall'], full['confusion']
     side = np.concatenate([_projected_side_px(g['params'], f.K) for g, f in zip(gts, frames)])
     vis = np.concatenate([g['visibility'] for g in gts])
     missed = best_agn < 0.25

@@ -20,6 +20,9 @@ Each of these is reported as ``{'mean', 'median'}`` (None without matches). Besi
 
 * ``class_accuracy``: for every ground-truth box with an overlapping prediction of any class, whether the one with
   the highest class-agnostic symmetry-aware IoU (the closest box) has the right class; the fraction;
+* ``confusion`` (top level): ``{true class: {class of the closest box: count}}`` over the same ground-truth
+  boxes as ``class_accuracy`` (those with an overlapping prediction): which class takes the score where the class
+  is wrong;
 * ``duplicates_per_object``: predictions kept at ``score_threshold`` (all, when None) with symmetry-aware IoU >=
   ``dup_iou`` to the object, beyond the first, of any class, averaged over all ground-truth boxes;
 * ``precision`` / ``recall`` at ``score_threshold`` and IoU ``dup_iou`` (class-aware greedy matching as AP3D,
@@ -91,7 +94,7 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
     names = list(class_names)
     if ious_sym is None:
         ious_sym = metrics.frame_ious_sym(preds, gts, names)
-    rows: dict[str, list] = {k: [] for k in ('label', 'matched', 'closest_ok', 'has_closest', 'dups')}
+    rows: dict[str, list] = {k: [] for k in ('label', 'matched', 'closest_ok', 'has_closest', 'closest', 'dups')}
     pairs: dict[str, list] = {k: [] for k in ('label', 'pred', 'gt', 'iou')}
     for p, g, iou in zip(preds, gts, ious_sym):
         (gp, gl, _), (pp, pl, scores) = _arrays(g), _arrays(p)
@@ -110,6 +113,7 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
             c = int(np.argmax(iou[:, j])) if len(pl) else -1
             rows['has_closest'].append(c >= 0 and iou[c, j] > 0)
             rows['closest_ok'].append(c >= 0 and iou[c, j] > 0 and pl[c] == gl[j])
+            rows['closest'].append(int(pl[c]) if c >= 0 and iou[c, j] > 0 else -1)
             rows['dups'].append(max(int(np.sum(kept & (iou[:, j] >= dup_iou))) - 1, 0))
     per_gt = {k: np.asarray(v) for k, v in rows.items()}
     errors = _pair_errors(pairs, names)
@@ -132,7 +136,19 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
     out = {'matching': f'class-aware, best symmetry-aware IoU > {min_iou:g}',
            'score_threshold': None if score_threshold is None else float(score_threshold), 'dup_iou': float(dup_iou),
            'overall': block(np.ones(len(labels), bool), np.ones(len(plabels), bool), list(range(len(names)))),
-           'per_class': {n: block(labels == c, plabels == c, [c]) for c, n in enumerate(names)}}
+           'per_class': {n: block(labels == c, plabels == c, [c]) for c, n in enumerate(names)},
+           'confusion': _confusion(labels, per_gt['closest'], names)}
+    return out
+
+
+def _confusion(labels: np.ndarray, closest: np.ndarray, names: list[str]) -> dict[str, dict[str, int]]:
+    """``{true name: {closest box's name: count}}`` over ground truth with a closest box (``closest`` >= 0)."""
+    name = lambda c: names[c] if 0 <= c < len(names) else str(c)   # noqa: E731
+    out: dict[str, dict[str, int]] = {}
+    for t, c in zip(labels.tolist(), closest.tolist()):
+        if c >= 0:
+            row = out.setdefault(name(t), {})
+            row[name(c)] = row.get(name(c), 0) + 1
     return out
 
 

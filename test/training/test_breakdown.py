@@ -62,6 +62,8 @@ def test_breakdown_on_hand_made_frames():
     assert o['size_ratio_shortest'] == {'mean': pytest.approx(1.0), 'median': pytest.approx(1.0)}
     # closest box of any class: GT0 -> P2 (sphere, IoU 1 > P0's), GT1 -> P1, GT2 -> P4, GT3 -> P5 (cone)
     assert o['class_accuracy'] == pytest.approx(0.5)
+    assert b['confusion'] == {'box': {'sphere': 1}, 'cylinder': {'cylinder': 1}, 'sphere': {'sphere': 1},
+                              'capsule': {'cone': 1}}
     # GT0 is overlapped by P0 and P2 (both kept, IoU >= 0.25): one duplicate over four objects
     assert o['duplicates_per_object'] == pytest.approx(0.25)
     # kept at 0.5: P0 TP, P1 TP, P2 FP (no sphere in frame 0), P4 TP (IoU 1/3 >= 0.25), P5 FP (no cone)
@@ -105,6 +107,6 @@ def test_aligned_size_ratios_per_side_longest_first():
 
 def test_empty_inputs():
     empty = breakdown([frame(np.zeros((0, 12)), [], [])], [frame(np.zeros((0, 12)), [])], NAMES, score_threshold=0.5)
-    assert empty['overall']['num_gt'] == 0 and empty['overall']['class_accuracy'] is None
+    assert empty['overall']['num_gt'] == 0 and empty['overall']['class_accuracy'] is None and empty['confusion'] == {}
     assert empty['overall']['duplicates_per_object'] is None and empty['overall']['precision'] is None
     json.dumps(empty, allow_nan=False)
