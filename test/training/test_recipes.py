@@ -12,7 +12,7 @@ from string_perception.training.train import build_parser, config_from_args, res
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / 'config' / 'recipes'
 # The shipped checkpoint -> the recipe of the run that wrote it.
-SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage5.yaml'}
+SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage6.yaml'}
 # Fields that name places on the machine that trained (absolute paths there, relative paths here), never a setting
 # of the run: where it wrote, where it kept the frame cache, where the stage it started from lay.
 MACHINE_PATHS = ('out', 'cache_file', 'init_from')
@@ -52,6 +52,9 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert stage4.init_from == f'{stage3.out}/last.pt'      # stage 4 starts from stage 3's last weights
     stage5 = load_recipe(RECIPES / 'vitd_workcell_stage5.yaml')
     assert stage5.init_from == f'{stage4.out}/last.pt'      # stage 5 starts from stage 4's last weights
+    stage6 = load_recipe(RECIPES / 'vitd_workcell_stage6.yaml')
+    assert stage6.init_from == f'{stage5.out}/last.pt'      # stage 6 starts from stage 5's last weights ...
+    assert stage6.cache_file == stage5.cache_file and stage6.num_train_frames == stage5.num_train_frames  # ... frames
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
@@ -84,7 +87,8 @@ def test_a_malformed_recipe_is_refused(tmp_path):
                                                                        'vitd_workcell_stage2.yaml',
                                                                        'vitd_workcell_stage3.yaml',
                                                                        'vitd_workcell_stage4.yaml',
-                                                                       'vitd_workcell_stage5.yaml'])])
+                                                                       'vitd_workcell_stage5.yaml',
+                                                                       'vitd_workcell_stage6.yaml'])])
 def test_model_cards_cite_their_recipes(card, recipes):
     text = (ROOT / 'models' / card).read_text()
     for name in recipes:
