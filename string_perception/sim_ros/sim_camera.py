@@ -7,7 +7,7 @@ RGB-D driver does, for the node, RViz, the recorder and the bag evaluator.
 
 Topics (camera_msgs.py): /camera/color/image_raw (rgb8), /camera/depth/image_raw (16UC1, registered to colour),
 /camera/color/camera_info, /ground_truth/detections (Detection3DArray, class names as class ids), /clock (the
-simulated time; every header stamp is it), /tf (world -> camera_color_optical_frame and the robot links),
+simulated time, plus ``--time-offset``; every header stamp is it), /tf (world -> camera_color_optical_frame and the robot links),
 /joint_states. Messages are built as rosbags objects and published as their CDR bytes (as the bag player does).
 Stops on Ctrl-C / SIGTERM or after --frames / --duration (simulated seconds).
 """
@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='simulated seconds per wall second (0: as fast as frames render)')
     p.add_argument('--frames', type=int, default=0, help='stop after this many frames (0: no limit)')
     p.add_argument('--duration', type=float, default=0.0, help='stop after this many simulated seconds (0: none)')
+    p.add_argument('--time-offset', type=float, default=0.0,
+                   help='seconds added to the simulated time in every stamp and /clock: a harness that runs several '
+                        'cameras one after another against one node gives each its own time range, so that no stamp '
+                        'of one run equals a stamp of another (every run starts its simulated time at 0)')
     p.add_argument('--motion', default='pick', choices=('pick', 'sweep'),
                    help='pick: scripted pick-and-place (an arm carries an object to a free place); sweep: arms move '
                         'between random collision-free configurations')
@@ -63,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.rate <= 0 or args.realtime_factor < 0:
-        print('string-perception-sim: need --rate > 0 and --realtime-factor >= 0', file=sys.stderr)
+    if args.rate <= 0 or args.realtime_factor < 0 or args.time_offset < 0:
+        print('string-perception-sim: need --rate > 0, --realtime-factor >= 0 and --time-offset >= 0', file=sys.stderr)
         return 2
     if args.domain_id is not None:
         apply_dds_env(args.domain_id)
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.duration <= 0 or cell.time_s - sim0 < args.duration):
             cell.advance(1.0 / args.rate)
             view = cell.view()
-            stamp = int(round(view.time_s * 1e9))
+            stamp = int(round((view.time_s + args.time_offset) * 1e9))
             for topic, msg in view_messages(view, stamp):
                 pubs[topic].publish(bytes(store.serialize_cdr(msg, TOPIC_TYPES[topic])))
             frames += 1

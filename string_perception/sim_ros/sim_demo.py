@@ -48,6 +48,9 @@ from .sim_camera import READY_LINE as SIM_READY
 
 GROUND_TRUTH = '/ground_truth/detections'
 SUITES = {'workcell': {'aloha': ('top', 'angle', 'front_close'), 'kuka': ('front', 'right', 'left')}}
+RUN_TIME_SPACING_S = 10_000.0   # run i's stamps start at i x this (sim_camera --time-offset): the runs share one node,
+                                # and each run's simulated time starts at 0, so without it two runs publish the same
+                                # stamps and a message the node still queues from one run can pair with the next's
 SETTLE_S = 2.0               # after a run's last frame, wait this long past the node's last answer
 
 
@@ -85,8 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def plan_runs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     """(cell, rig or None) per run, cells in order: the suite's, or each of ``--cells`` with the ``--rigs`` it has
-    (ValueError when a cell has none of them)."""
+    (ValueError when a cell has none of them, or when a run would outlast its stamp range, RUN_TIME_SPACING_S)."""
     from ..sim.cells import build_cell                 # mujoco: only when the demo runs
+    if args.frames / args.rate > RUN_TIME_SPACING_S / 2:    # half: the scene's settling comes before the first frame
+        raise ValueError(f'--frames / --rate = {args.frames / args.rate:g} simulated seconds per run; at most '
+                         f'{RUN_TIME_SPACING_S / 2:g} (each run has its own {RUN_TIME_SPACING_S:g} s of stamps)')
     if args.suite:
         return [(c, r) for c, rigs in SUITES[args.suite].items() for r in rigs]
     runs = []
@@ -150,15 +156,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f'[sim_demo] node stopped (exit status {node_proc.stop()})', flush=True)
 
 
-def sim_command(args: argparse.Namespace, cell: str, rig: str | None, seed: int) -> list[str]:
-    """The simulated camera of one run: the workcell evaluator's labels; its first frame waits until the node and
-    this listener (2 subscribers) have matched each camera topic."""
+def sim_command(args: argparse.Namespace, cell: str, rig: str | None, seed: int, run_index: int = 0) -> list[str]:
+    """The simulated camera of run ``run_index``: the workcell evaluator's labels, stamps from ``run_index *
+    RUN_TIME_SPACING_S`` on; its first frame waits until the node and this listener (2 subscribers) have matched
+    each camera topic."""
     camera = [DEFAULT_TOPICS.image, DEFAULT_TOPICS.depth, DEFAULT_TOPICS.camera_info]
     cmd = [sys.executable, '-m', 'string_perception.sim_ros.sim_camera', '--cell', cell, '--seed', str(seed),
            '--motion', args.motion, '--frames', str(args.frames), '--rate', str(args.rate), '--width', str(args.width),
            '--height', str(args.height), '--min-visible-pixels', str(label_min_visible_pixels(args.height, args.width)),
            '--object-split', 'train', '--wait-for-subscribers', '2', '--wait-topics', *camera,
-           '--wait-timeout', '120']       # the camera topics: the node and this listener
+           '--wait-timeout', '120',       # the camera topics: the node and this listener
+           '--time-offset', f'{run_index * RUN_TIME_SPACING_S:g}']
     return cmd + (['--rig', rig] if rig else [])
 
 
@@ -210,13 +218,13 @@ def _run_all(args, runs, domain: int, env: dict, out: Path, model: str, wc: Work
                 print('sim_demo: the node\'s detections topic never matched this listener', file=sys.stderr)
                 return 2
             time.sleep(0.05)
-        for cell, rig in runs:
+        for run_index, (cell, rig) in enumerate(runs):
             seed = run_seed(args, cell, rig)
             inputs.reset()
             with listener.lock:
                 listener.received.clear()
             name = f'{cell}_{rig or "drawn"}'
-            sim_proc = ChildProcess(f'sim {name}', sim_command(args, cell, rig, seed), env, out / f'sim_{name}.log')
+            sim_proc = ChildProcess(f'sim {name}', sim_command(args, cell, rig, seed, run_index), env, out / f'sim_{name}.log')
             try:
                 if not sim_proc.wait_for_line(SIM_READY, args.start_timeout):
                     print(f'sim_demo: the simulated camera did not start:\n{sim_proc.log()}', file=sys.stderr)

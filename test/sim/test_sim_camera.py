@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow,
                                  reason=str(ros_skip_reason('vision_msgs', 'tf2_msgs')))]
 
 FRAMES, RATE = 5, 10.0
+TIME_OFFSET_S = 100.0        # added to every stamp and /clock (sim_demo gives each of its runs its own range)
 ARGS = ['--cell', 'kuka', '--rig', 'over_shoulder', '--seed', '4', '--width', '96', '--height', '72']
 
 
@@ -26,7 +27,8 @@ def _record(tmp_path):
     with reserved_domain_id() as domain, ProcessGroup(tmp_path / 'logs', ros_test_env(domain)) as pg:
         rec = pg.start_python('record', ['-m', 'string_perception.bags.record', *TOPIC_TYPES, '-o', str(bag)])
         sim = pg.start_python('sim', ['-m', 'string_perception.sim_ros.sim_camera', *ARGS, '--frames', str(FRAMES),
-                                      '--rate', str(RATE), '--realtime-factor', '0', '--wait-for-subscribers', '1'])
+                                      '--rate', str(RATE), '--realtime-factor', '0', '--wait-for-subscribers', '1',
+                                      '--time-offset', str(TIME_OFFSET_S)])
         assert sim.wait_for_line(READY_LINE, 240), pg.logs()
         for topic in TOPIC_TYPES:
             assert rec.wait_for_line(f"{RECORDING_LINE} {topic}", 60), pg.logs()
@@ -65,9 +67,11 @@ def test_sim_camera_recorded_bag_matches_the_simulation(tmp_path):
     live = LiveCell(SimConfig(cell='kuka', height=72, width=96), seed=4, rig='over_shoulder')
     frames = list(BagFrameReader(bag, class_names=SIM_CLASS_NAMES))
     assert len(frames) == FRAMES
-    for got in frames:
+    for got, stamp in zip(frames, clock):
         live.advance(1.0 / RATE)
-        want = live.view().frame
+        view = live.view()
+        assert stamp == int(round((view.time_s + TIME_OFFSET_S) * 1e9))
+        want = view.frame
         assert np.array_equal(got.rgb, want.rgb) and np.array_equal(got.depth, want.depth_mm)
         assert np.allclose(got.K, want.K)
         assert list(got.ground_truth['labels']) == list(want.labels)

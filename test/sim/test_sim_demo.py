@@ -54,8 +54,12 @@ def test_sim_demo_two_cells_over_dds(tmp_path):
     print(p.stdout[-4000:])
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert f'ROS_DOMAIN_ID {domain} (loopback only)' in p.stdout and 'arms pick' in p.stdout
-    for cell, rig in RUNS:                                             # one line per ground-truth frame and run
-        assert len([ln for ln in p.stdout.splitlines() if ln.startswith(f'{cell}/{rig} frame ')]) == FRAMES
+    from string_perception.sim_ros.sim_demo import RUN_TIME_SPACING_S
+    for i, (cell, rig) in enumerate(RUNS):                             # one line per ground-truth frame and run
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith(f'{cell}/{rig} frame ')]
+        assert len(lines) == FRAMES
+        stamps = [float(ln.split(' stamp ')[1].split(':')[0]) for ln in lines]
+        assert all(i * RUN_TIME_SPACING_S < s < (i + 0.5) * RUN_TIME_SPACING_S for s in stamps), stamps  # own range
     report = json.loads((out / 'metrics.json').read_text())
     assert set(report) >= {'model', 'labels', 'runs', 'summary', 'image', 'min_visible_pixels'}
     assert report['model'].endswith('vitd_workcell.onnx')              # the node's default model
@@ -86,3 +90,12 @@ def test_sim_demo_two_cells_over_dds(tmp_path):
     assert grid is not None and grid.shape[0] > 2 * (H // 2) and grid.shape[1] == 320   # 2 cells x 1 rig
     assert image.read_bytes() == (out / report['image']).read_bytes()
     assert 'node stopped (exit status 0)' in p.stdout
+
+
+def test_a_run_longer_than_its_stamp_range_is_refused():
+    from string_perception.sim_ros.sim_demo import RUN_TIME_SPACING_S, build_parser, plan_runs
+    args = build_parser().parse_args(['--suite', 'workcell', '--rate', '1', '--frames', str(int(RUN_TIME_SPACING_S))])
+    with pytest.raises(ValueError, match='simulated seconds per run'):
+        plan_runs(args)
+    args = build_parser().parse_args(['--suite', 'workcell', '--rate', '2', '--frames', '8'])
+    assert len(plan_runs(args)) == 6
