@@ -7,8 +7,8 @@ RGB-D driver does, for the node, RViz, the recorder and the bag evaluator.
 
 Topics (camera_msgs.py): /camera/color/image_raw (rgb8), /camera/depth/image_raw (16UC1, registered to colour),
 /camera/color/camera_info, /ground_truth/detections (Detection3DArray, class names as class ids), /clock (the
-simulated time, plus ``--time-offset``; every header stamp is it), /tf (world -> camera_color_optical_frame and the robot links),
-/joint_states. Messages are built as rosbags objects and published as their CDR bytes (as the bag player does).
+simulated time, plus ``--time-offset``; every header stamp is it), /tf (world -> camera_color_optical_frame and the
+robot links), /joint_states. Messages are built as rosbags objects and published as their CDR bytes (as the bag player does).
 Stops on Ctrl-C / SIGTERM or after --frames / --duration (simulated seconds).
 """
 from __future__ import annotations

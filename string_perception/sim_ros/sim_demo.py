@@ -224,7 +224,8 @@ def _run_all(args, runs, domain: int, env: dict, out: Path, model: str, wc: Work
             with listener.lock:
                 listener.received.clear()
             name = f'{cell}_{rig or "drawn"}'
-            sim_proc = ChildProcess(f'sim {name}', sim_command(args, cell, rig, seed, run_index), env, out / f'sim_{name}.log')
+            sim_proc = ChildProcess(f'sim {name}', sim_command(args, cell, rig, seed, run_index), env,
+                                    out / f'sim_{name}.log')
             try:
                 if not sim_proc.wait_for_line(SIM_READY, args.start_timeout):
                     print(f'sim_demo: the simulated camera did not start:\n{sim_proc.log()}', file=sys.stderr)

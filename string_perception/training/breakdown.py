@@ -94,7 +94,7 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
     names = list(class_names)
     if ious_sym is None:
         ious_sym = metrics.frame_ious_sym(preds, gts, names)
-    rows: dict[str, list] = {k: [] for k in ('label', 'matched', 'closest_ok', 'has_closest', 'closest', 'dups')}
+    rows: dict[str, list] = {k: [] for k in ('label', 'matched', 'closest', 'dups')}
     pairs: dict[str, list] = {k: [] for k in ('label', 'pred', 'gt', 'iou')}
     for p, g, iou in zip(preds, gts, ious_sym):
         (gp, gl, _), (pp, pl, scores) = _arrays(g), _arrays(p)
@@ -111,11 +111,12 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
                 pairs['gt'].append(gp[j])
                 pairs['iou'].append(same[k, j])
             c = int(np.argmax(iou[:, j])) if len(pl) else -1
-            rows['has_closest'].append(c >= 0 and iou[c, j] > 0)
-            rows['closest_ok'].append(c >= 0 and iou[c, j] > 0 and pl[c] == gl[j])
-            rows['closest'].append(int(pl[c]) if c >= 0 and iou[c, j] > 0 else -1)
+            rows['closest'].append(int(pl[c]) if c >= 0 and iou[c, j] > 0 else -1)   # its class; -1: no overlap
             rows['dups'].append(max(int(np.sum(kept & (iou[:, j] >= dup_iou))) - 1, 0))
     per_gt = {k: np.asarray(v) for k, v in rows.items()}
+    labels = np.asarray(rows['label'], np.int64)                                      # [M] over all frames
+    closest = np.asarray(rows['closest'], np.int64)                                   # [M] class of the closest box
+    has_closest, closest_ok = closest >= 0, closest == labels
     errors = _pair_errors(pairs, names)
     tp, kept_by_class, num_gt_by_class = _precision_counts(preds, gts, ious_sym, len(names), score_threshold, dup_iou)
 
@@ -124,32 +125,35 @@ def breakdown(preds: Sequence[dict], gts: Sequence[dict], class_names: Sequence[
         return {
             'num_gt': int(gt_mask.sum()), 'num_matched': int(per_gt['matched'][gt_mask].sum()) if gt_mask.any() else 0,
             **{k: _stat(errors[k][pair_mask]) for k in STATS},
-            'class_accuracy': _fraction(per_gt['closest_ok'][gt_mask].sum(), per_gt['has_closest'][gt_mask].sum()),
+            'class_accuracy': _fraction(closest_ok[gt_mask].sum(), has_closest[gt_mask].sum()),
             'duplicates_per_object': float(per_gt['dups'][gt_mask].mean()) if gt_mask.any() else None,
             'precision': _fraction(sum(tp[c] for c in classes), kept),
             'recall': _fraction(sum(tp[c] for c in classes), sum(num_gt_by_class[c] for c in classes)),
             'num_kept': int(kept),
         }
 
-    labels = per_gt['label'] if len(per_gt['label']) else np.zeros(0, np.int64)
     plabels = errors['label']
     out = {'matching': f'class-aware, best symmetry-aware IoU > {min_iou:g}',
            'score_threshold': None if score_threshold is None else float(score_threshold), 'dup_iou': float(dup_iou),
            'overall': block(np.ones(len(labels), bool), np.ones(len(plabels), bool), list(range(len(names)))),
            'per_class': {n: block(labels == c, plabels == c, [c]) for c, n in enumerate(names)},
-           'confusion': _confusion(labels, per_gt['closest'], names)}
+           'confusion': _confusion(labels, closest, names)}
     return out
 
 
 def _confusion(labels: np.ndarray, closest: np.ndarray, names: list[str]) -> dict[str, dict[str, int]]:
     """``{true name: {closest box's name: count}}`` over ground truth with a closest box (``closest`` >= 0)."""
-    name = lambda c: names[c] if 0 <= c < len(names) else str(c)   # noqa: E731
     out: dict[str, dict[str, int]] = {}
     for t, c in zip(labels.tolist(), closest.tolist()):
         if c >= 0:
-            row = out.setdefault(name(t), {})
-            row[name(c)] = row.get(name(c), 0) + 1
+            row = out.setdefault(_class_name(names, t), {})
+            row[_class_name(names, c)] = row.get(_class_name(names, c), 0) + 1
     return out
+
+
+def _class_name(names: list[str], c: int) -> str:
+    """``names[c]``, or the number itself for a label outside the class list."""
+    return names[c] if 0 <= c < len(names) else str(c)
 
 
 def _pair_errors(pairs: dict[str, list], names: list[str]) -> dict[str, np.ndarray]:
@@ -160,7 +164,7 @@ def _pair_errors(pairs: dict[str, list], names: list[str]) -> dict[str, np.ndarr
     tg, Rg, sg = decode_box_params(np.stack(pairs['gt']))
     label = np.asarray(pairs['label'], np.int64)
     d = tp - tg
-    gt_names = [names[c] if 0 <= c < len(names) else str(c) for c in label]
+    gt_names = [_class_name(names, c) for c in label]
     return {'label': label, 'iou': np.asarray(pairs['iou'], np.float64),
             'centre_xy_m': np.linalg.norm(d[:, :2], axis=1), 'centre_z_m': np.abs(d[:, 2]),
             'centre_3d_m': np.linalg.norm(d, axis=1), 'scale_error': 1.0 - aligned_scale_iou(sp, Rp, sg, Rg),
