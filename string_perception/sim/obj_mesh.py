@@ -19,12 +19,12 @@ __all__ = ['read_obj_mesh']
 def read_obj_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
     """(vertices float64 [V,3], triangles int32 [F,3], 0-based) of every ``f`` line of the file: polygons fanned
     into triangles, ``v/vt/vn`` and negative (relative) indices understood, texture and normal data ignored.
-    ``ValueError`` when a vertex is not three numbers, a face names a vertex that does not exist or there is no
-    face (non-finite coordinates are read as such: the library check refuses them). Do not modify the arrays
-    (cached)."""
+    ``ValueError`` when a vertex is not three numbers, a face names a vertex that is not an integer or does not exist,
+    or there is no face (non-finite coordinates are read as such: the library check refuses them). Do not modify the
+    arrays (cached)."""
     verts, faces = [], []
     with open(path, encoding='utf-8', errors='replace') as fh:
-        for line in fh:
+        for number, line in enumerate(fh, 1):
             t = line.split()
             if not t:
                 continue
@@ -36,7 +36,11 @@ def read_obj_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
                 if len(verts[-1]) != 3:
                     raise ValueError(f'{path}: vertex {len(verts)} has {len(verts[-1])} coordinates')
             elif t[0] == 'f':
-                idx = [int(w.split('/')[0]) for w in t[1:]]
+                try:
+                    idx = [int(w.split('/')[0]) for w in t[1:]]
+                except ValueError:
+                    raise ValueError(f'{path}: line {number}: a face names a vertex that is not an integer: '
+                                     f'{line.strip()!r}') from None
                 idx = [i - 1 if i > 0 else len(verts) + i for i in idx]         # 1-based, or relative when < 0
                 faces += [[idx[0], idx[k], idx[k + 1]] for k in range(1, len(idx) - 1)]
     v = np.asarray(verts, np.float64).reshape(-1, 3)                             # [V,3]

@@ -39,6 +39,13 @@ def test_refuses_a_face_past_the_vertices(tmp_path):
         read_obj_mesh(str(path))
 
 
+def test_refuses_a_face_that_is_not_integers(tmp_path):
+    path = tmp_path / 'bad.obj'
+    path.write_text('v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 x/1\n')
+    with pytest.raises(ValueError, match='bad.obj: line 4: a face names a vertex that is not an integer'):
+        read_obj_mesh(str(path))
+
+
 @pytest.mark.parametrize('row, message', [('v 0 x 0', 'vertex 2 is not a number'),
                                           ('v 0 0', 'vertex 2 has 2 coordinates')])
 def test_refuses_a_vertex_that_is_not_three_numbers(tmp_path, row, message):
