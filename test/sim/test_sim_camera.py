@@ -75,3 +75,10 @@ def test_sim_camera_recorded_bag_matches_the_simulation(tmp_path):
         assert np.array_equal(got.rgb, want.rgb) and np.array_equal(got.depth, want.depth_mm)
         assert np.allclose(got.K, want.K)
         assert list(got.ground_truth['labels']) == list(want.labels)
+
+
+@pytest.mark.parametrize('bad', [['--time-offset', '-1'], ['--rate', '0'], ['--realtime-factor', '-1']])
+def test_bad_timing_arguments_are_refused_with_a_clear_message(bad, capsys):
+    from string_perception.sim_ros.sim_camera import main
+    assert main([*ARGS, *bad]) == 2                                     # before any simulator or ROS start
+    assert 'need --rate > 0, --realtime-factor >= 0 and --time-offset >= 0' in capsys.readouterr().err
