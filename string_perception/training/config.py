@@ -47,7 +47,8 @@ class TrainConfig:
     render_scale: int = 1           # render frames at this multiple of the input size, then downscale them as the
                                     # node prepares a camera frame (data.downscale_frame); 1 = render at input size
     # data
-    num_train_frames: int = 10_000  # training seeds [0, num_train_frames)
+    num_train_frames: int = 10_000  # training seeds [train_offset, train_offset + num_train_frames)
+    train_offset: int = 0           # first training seed: fresh frames for a run that continues another's
     cache: bool = True              # generate this rank's frames once and keep them in memory
     cache_file: str = ''            # also keep that cache on disk (.npz; per rank) and reuse it across runs
     num_workers: int = 1            # DataLoader workers (uncached frames are generated there)

@@ -10,6 +10,11 @@ object ``m``:
 * ``corners``: the mean corner L1 (``box_ops.CORNER_SIGNS`` order, L1 summed over xyz, averaged over the 8 corners)
   with the same weights and normaliser.
 
+``class_weights`` (``{class name: w}``, needs ``class_names``; unnamed classes weigh 1) multiplies the class loss of
+every token assigned to an object of that class, over all its class columns (class-balanced loss, Cui et al. 2019):
+``{'object': 0.5}`` halves the pull of mesh tokens towards ``object`` while primitive tokens keep the full push away
+from it. Background tokens weigh 1; the normaliser stays ``K``.
+
 With ``symmetric=True`` (needs ``class_names``) each target is first moved to the member of its symmetry group
 nearest the prediction (``symmetric_targets.align_targets``), so a prediction is never punished for choosing
 another description of the same box. ``K`` and ``P`` are averaged over DDP ranks when ``torch.distributed`` is
@@ -18,6 +23,7 @@ initialised (at least 1). Targets must hold ``'mask'`` (int[H,W] instance mask, 
 """
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
 
 import torch
@@ -40,6 +46,19 @@ def _global_count(n: float, device: torch.device) -> torch.Tensor:
     return t.clamp(min=1.0)
 
 
+def build_class_weights(num_classes: int, class_names: Sequence[str] | None,
+                        class_weights: Mapping[str, float] | None) -> torch.Tensor:
+    """float32[C] per-class weights of the class loss: ``class_weights[name]`` for the named classes, 1 elsewhere."""
+    w = torch.ones(num_classes)
+    for name, value in dict(class_weights or {}).items():
+        if name not in (class_names or ()):
+            raise ValueError(f'class_weights names {name!r}; the classes are {list(class_names or ())}')
+        if not (math.isfinite(float(value)) and float(value) > 0):
+            raise ValueError(f'class_weights[{name!r}] must be a finite number > 0, got {value!r}')
+        w[list(class_names).index(name)] = float(value)
+    return w
+
+
 def object_weights(indices: list[tuple[torch.Tensor, torch.Tensor]],
                    num_objects: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """Per assigned token ``1 / (tokens on its object)`` float32[K] (every object weighs 1 in the box losses,
@@ -56,11 +75,14 @@ class DenseCriterion(nn.Module):
 
     def __init__(self, num_classes: int, patch_size: int, weights: Mapping[str, float] | None = None,
                  min_coverage: float = 0.5, focal_alpha: float = 0.25, focal_gamma: float = 2.0,
-                 symmetric: bool = False, class_names: Sequence[str] | None = None):
+                 symmetric: bool = False, class_names: Sequence[str] | None = None,
+                 class_weights: Mapping[str, float] | None = None):
         super().__init__()
-        if symmetric and (class_names is None or len(class_names) != num_classes):
-            raise ValueError('symmetric=True needs class_names, one per class')
+        if (symmetric or class_weights) and (class_names is None or len(class_names) != num_classes):
+            raise ValueError(f"{'symmetric=True' if symmetric else 'class_weights'} needs class_names, one per class")
         self.kinds = class_kinds(class_names) if symmetric else None
+        self.register_buffer('class_weight', build_class_weights(num_classes, class_names, class_weights),
+                             persistent=False)                                  # [C]
         unknown = set(weights or {}) - set(DENSE_WEIGHTS)
         if unknown:
             raise ValueError(f'unknown loss weights {sorted(unknown)}; expected {sorted(DENSE_WEIGHTS)}')
@@ -96,7 +118,10 @@ class DenseCriterion(nn.Module):
 
         onehot = torch.zeros_like(logits)                                        # [B,N,C]
         onehot[batch_idx, tok_idx, labels] = 1.0
-        loss_class = sigmoid_focal_loss(logits, onehot, self.focal_alpha, self.focal_gamma).sum() / num_pos
+        token_weight = torch.ones(logits.shape[:2], device=device)               # [B,N] background: 1
+        token_weight[batch_idx, tok_idx] = self.class_weight.to(device)[labels]
+        focal = sigmoid_focal_loss(logits, onehot, self.focal_alpha, self.focal_gamma)    # [B,N,C]
+        loss_class = (focal * token_weight[..., None]).sum() / num_pos
 
         src = boxes[batch_idx, tok_idx]                                          # [K,12]
         if self.kinds is not None:
@@ -111,4 +136,4 @@ class DenseCriterion(nn.Module):
         return losses
 
 
-__all__ = ['DENSE_WEIGHTS', 'DenseCriterion', 'object_weights']
+__all__ = ['DENSE_WEIGHTS', 'DenseCriterion', 'build_class_weights', 'object_weights']

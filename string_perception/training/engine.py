@@ -104,7 +104,7 @@ def build_criterion(model_cfg, cfg: TrainConfig):
     ``assignment='dense'``: ``DenseCriterion`` (instance-mask assignment) with ``loss_overrides``."""
     if cfg.assignment == 'dense':
         kw = dict(cfg.loss_overrides)
-        if kw.get('symmetric'):
+        if kw.get('symmetric') or kw.get('class_weights'):
             kw.setdefault('class_names', tuple(model_cfg.class_names))
         return DenseCriterion(num_classes=model_cfg.num_classes, patch_size=model_cfg.patch_size, **kw)
     matcher = HungarianMatcher(**cfg.matcher_overrides) if cfg.matcher_overrides else None
@@ -170,7 +170,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
 
         # Data: this rank's shard of the training seeds, in an order fixed by (seed, position).
         train_set = make_dataset('train', cfg.num_train_frames, cfg.scenes, scene_cfg, sim_cfg,
-                                 canonical_targets=cfg.canonical_targets, out_hw=frame_out_hw(cfg, model_cfg))
+                                 offset=cfg.train_offset, canonical_targets=cfg.canonical_targets,
+                                 out_hw=frame_out_hw(cfg, model_cfg))
         if cfg.cache:
             t0 = time.perf_counter()
             cache_path = None

@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='HungarianMatcher keyword argument (JSON value), e.g. cost_corners=10')
     d = p.add_argument_group('data')
     d.add_argument('--num-train-frames', type=int, default=S)
+    d.add_argument('--train-offset', type=int, default=S, help='first training seed (fresh frames for a run that '
+                   'continues another)')
     d.add_argument('--render-scale', type=int, default=S, help='render frames at this multiple of the input size and '
                    'downscale them as the node does (runtime.preprocess)')
     d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
@@ -134,7 +136,8 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['loss_overrides'] = {**cfg.loss_overrides, **dict(given.get('loss', []))}
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
     for name in ('preset', 'assignment', 'scenes', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay',
-                 'warmup_steps', 'grad_clip', 'seed', 'init_from', 'render_scale', 'num_train_frames', 'cache_file', 'num_workers', 'val_every',
+                 'warmup_steps', 'grad_clip', 'seed', 'init_from', 'render_scale', 'num_train_frames', 'train_offset',
+                 'cache_file', 'num_workers', 'val_every',
                  'keep_every', 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]

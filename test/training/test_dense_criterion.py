@@ -65,6 +65,38 @@ def test_box_losses_weight_each_object_once_known_values():
     assert losses['corners'].item() == pytest.approx(0.45 / 3, abs=1e-6)
 
 
+def test_class_weights_scale_the_rows_of_tokens_on_that_class_known_values():
+    """class_weights {'b': 3, 'c': 0.5}: the focal rows of tokens on class-b objects count 3x, class c 0.5x;
+    background tokens and class a keep 1; the normaliser is still the 4 positive tokens."""
+    t = frames()
+    out = perfect(t)
+    out['logits'] = torch.linspace(-3, 3, 24).view(2, 4, C)
+    names = ('a', 'b', 'c')
+    losses = DenseCriterion(C, P, class_names=names, class_weights={'b': 3.0, 'c': 0.5})(out, t)
+    target = torch.zeros(2, 4, C)
+    target[0, 0, 1] = target[0, 1, 1] = target[0, 3, 2] = target[1, 2, 0] = 1.0
+    row = torch.ones(2, 4)
+    row[0, 0] = row[0, 1] = 3.0       # frame 0, object 0 is class b
+    row[0, 3] = 0.5                   # frame 0, object 1 is class c
+    expected = (sigmoid_focal_loss(out['logits'], target, 0.25, 2.0) * row[..., None]).sum() / 4
+    assert losses['class'].item() == pytest.approx(expected.item(), rel=1e-6)
+    plain = DenseCriterion(C, P)(out, t)['class']
+    assert losses['class'].item() != pytest.approx(plain.item(), rel=1e-3)
+    ones = DenseCriterion(C, P, class_names=names, class_weights={'a': 1.0})(out, t)['class']
+    assert ones.item() == pytest.approx(plain.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize('kw, match', [
+    ({'class_weights': {'b': 2.0}}, r'^class_weights needs class_names, one per class$'),
+    ({'class_weights': {'d': 2.0}, 'class_names': ('a', 'b', 'c')}, "names 'd'"),
+    ({'class_weights': {'b': 0.0}, 'class_names': ('a', 'b', 'c')}, 'finite number > 0'),
+    ({'class_weights': {'b': float('nan')}, 'class_names': ('a', 'b', 'c')}, 'finite number > 0'),
+])
+def test_bad_class_weights_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        DenseCriterion(C, P, **kw)
+
+
 def test_class_loss_is_focal_sum_over_positive_tokens():
     t = frames()
     out = perfect(t)

@@ -114,6 +114,19 @@ def test_resume_continues_at_the_right_step_with_the_same_state(tmp_path):
     assert summary['train_seconds'] == ck_res['train_seconds']
 
 
+def test_train_offset_trains_on_the_seeds_after_it(tmp_path):
+    """--train-offset 30: the run's frames are training seeds [30, 33) (the disk cache holds them), not [0, 3);
+    the offset is saved in the checkpoint's train_config."""
+    cache = tmp_path / 'frames.npz'
+    assert main(TINY + ['--num-train-frames', '3', '--train-offset', '30', '--batch-size', '2', '--val-frames', '0',
+                        '--steps', '1', '--no-progress', '--scene', 'max_objects=3', '--cache-file', str(cache),
+                        '--out', str(tmp_path / 'run')]) == 0
+    import numpy as np
+    with np.load(cache) as z:
+        assert z['seeds'].tolist() == [30, 31, 32]
+    assert load_training_checkpoint(tmp_path / 'run' / 'last.pt')['train_config']['train_offset'] == 30
+
+
 @pytest.mark.slow
 def test_torchrun_ddp_two_cpu_ranks_stay_in_sync(tmp_path):
     out = tmp_path / 'ddp'
