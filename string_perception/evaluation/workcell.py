@@ -114,12 +114,15 @@ class WorkcellEvalConfig:
 
     def frames_key(self) -> str:
         """Cache key of the rendered frames: every field that changes a frame (not ``min_gt_side_px``, a scoring
-        option); ``sim_overrides`` only when given, so the key of the cells as modelled is what it was before it."""
+        option; ``sim_overrides`` only when given) and the simulator's source hash, so frames of another simulator
+        version (other labels, e.g. the mesh boxes of sim/mesh_box.py) are rendered again, never reused."""
+        from string_perception.training.sim_frames import sim_source_hash   # imports the simulator (mujoco)
         d = {k: v for k, v in asdict(self).items() if k != 'min_gt_side_px'}
         if not d['sim_overrides']:
             del d['sim_overrides']
         if not d['seen_mesh_frames']:
             del d['seen_mesh_frames']
+        d['simulator'] = sim_source_hash()
         return json.dumps(d, sort_keys=True)
 
 

@@ -207,11 +207,11 @@ def pick_rig(state: SceneState, cfg: SimConfig, rng: np.random.Generator):
 def object_boxes_world(state: SceneState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(centre [O,3], axes [O,3,3], size [O,3]) of every object's box in the world, at the current state."""
     model, data, idx = state.model, state.data, state.index
-    centre_b, size = body_boxes(model, idx.obj_geom, state.objects)                 # [O,3], [O,3]
+    centre_b, axes_b, size = body_boxes(model, idx.obj_geom, state.objects)         # [O,3], [O,3,3], [O,3]
     bodies = model.geom_bodyid[idx.obj_geom]
-    R_w = data.xmat[bodies].reshape(-1, 3, 3)                                       # [O,3,3]
-    t_w = data.xpos[bodies] + np.einsum('oij,oj->oi', R_w, centre_b)                # [O,3]
-    return t_w, R_w, size
+    R_body = data.xmat[bodies].reshape(-1, 3, 3)                                    # [O,3,3] body in world
+    t_w = data.xpos[bodies] + np.einsum('oij,oj->oi', R_body, centre_b)             # [O,3]
+    return t_w, R_body @ axes_b, size
 
 
 def label_view(state: SceneState, cam: CameraDraw, cfg: SimConfig, rng: np.random.Generator):

@@ -8,7 +8,8 @@ Representation (body frame = the label's box frame, scenes/primitives.py convent
     cone      a convex mesh made here: 32-gon base disc at z = -h/2, apex at +h/2 (MuJoCo has no cone
               primitive; a mesh renders and collides as the cone's convex hull, which is the cone itself)
     object    a random_urdfs blob (000..999) or the mug, at its URDF scale, collided as its convex hull
-Boxes: primitives from their sizes; meshes from the compiled vertices, tight in the body frame (see `body_boxes`).
+Boxes: primitives from their sizes, cones tight in the body frame, library meshes the tightest box around their
+compiled vertices in any orientation (see `body_boxes`, mesh_box.py).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from string_perception.scenes.primitives import BOX, CAPSULE, CONE, CYLINDER, SP
 
 from .assets import pybullet_data_dir, urdf_visual_mesh
 from .classes import OBJECT
+from .mesh_box import body_frame_box, mesh_label_box
 from .obj_mesh import read_obj_mesh
 
 NUM_RANDOM_URDFS = 1000
@@ -139,16 +141,19 @@ def geom_vertices_in_body(model: mujoco.MjModel, geom_id: int) -> np.ndarray:
     return v @ R.reshape(3, 3).T + model.geom_pos[geom_id]
 
 
-def body_boxes(model: mujoco.MjModel, geom_ids, objects) -> tuple[np.ndarray, np.ndarray]:
-    """(centre [O,3], size [O,3]) of each object's tight box in its body frame."""
-    centres, sizes = [], []
+def body_boxes(model: mujoco.MjModel, geom_ids, objects) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(centre [O,3], axes [O,3,3], size [O,3]) of each object's label box in its body frame: primitives from their
+    sizes and cones around their vertices, along the body axes (axes = I); library meshes (class ``object``) the
+    tightest box around their vertices (mesh_box.py), whose axes need not be the body's."""
+    centres, axes, sizes = [], [], []
     for gid, obj in zip(geom_ids, objects):
         if obj.label in (BOX, CYLINDER, SPHERE, CAPSULE):
-            centres.append(np.zeros(3))
-            sizes.append(np.asarray(obj.size, np.float64))
+            c, R, size = np.zeros(3), np.eye(3), np.asarray(obj.size, np.float64)
+        elif obj.label == OBJECT:
+            c, R, size = mesh_label_box(geom_vertices_in_body(model, gid))
         else:
-            v = geom_vertices_in_body(model, gid)                                     # [V,3]
-            lo, hi = v.min(0), v.max(0)
-            centres.append(0.5 * (lo + hi))
-            sizes.append(hi - lo)
-    return np.array(centres).reshape(-1, 3), np.array(sizes).reshape(-1, 3)
+            c, R, size = body_frame_box(geom_vertices_in_body(model, gid))
+        centres.append(c)
+        axes.append(R)
+        sizes.append(size)
+    return np.array(centres).reshape(-1, 3), np.array(axes).reshape(-1, 3, 3), np.array(sizes).reshape(-1, 3)

@@ -96,7 +96,7 @@ class PickMotion:
             R_bt = np.stack([np.cross(closing, approach), closing, approach], axis=1)   # tool x, y = closing, z
             fingers = [(arm_joints.index(j), sign) for j, sign in eff.fingers]
             self.arms.append((eff, Tool(m.body(eff.body).id, np.array(eff.point, float), R_bt), sel, fingers))
-        self.box_centre, self.box_size = body_boxes(m, state.index.obj_geom, state.objects)   # [O,3], [O,3]
+        self.box_centre, _, self.box_size = body_boxes(m, state.index.obj_geom, state.objects)   # [O,3], [O,3]
         self._scratch = mujoco.MjData(m)          # IK solutions are searched on this copy
         self.phase = 'idle'
         self.plan: _Plan | None = None

@@ -123,8 +123,11 @@ def run_validation(model: torch.nn.Module, criterion, dataset, cfg: TrainConfig,
     return {**{f'loss_{k}' if k != 'loss' else 'loss': v for k, v in res['losses'].items()}, **headline(summary)}
 
 
-def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run (or continue) training; returns the final summary (rank 0's view)."""
+def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True, data_only: bool = False
+          ) -> dict[str, Any]:
+    """Run (or continue) training; returns the final summary (rank 0's view). ``data_only``: build the run's
+    training frame cache (``cache_file``, so a later run loads it) and return ``{'cached_frames': n}`` without
+    loading ``init_from``, training or validating: the frames of a stage can render before its start exists."""
     info = setup_distributed(cfg.device)
     try:
         if info.device.type == 'cpu' and cfg.threads > 0:
@@ -152,7 +155,9 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
         start_step, best, spent = 0, None, 0.0        # spent: training-loop seconds of the parts before this one
         if cfg.render_scale < 1:
             raise ValueError(f'render_scale must be >= 1, got {cfg.render_scale}')
-        if ckpt is None and cfg.init_from:
+        if data_only and not (cfg.cache and cfg.cache_file):
+            raise ValueError('data_only needs cache and a cache_file to keep the frames in')
+        if ckpt is None and cfg.init_from and not data_only:
             report = load_matching_weights(model, cfg.init_from)
             if info.is_main:
                 print(f'init from {cfg.init_from}: {report}', flush=True)
@@ -186,6 +191,8 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True) ->
                 mb = train_set.cache.nbytes() / 2 ** 20
                 print(f'cached {len(train_set.cache)} frames/rank ({mb:.0f} MB) in {time.perf_counter() - t0:.1f} s',
                       flush=True)
+        if data_only:
+            return {'cached_frames': len(train_set.cache) if cfg.cache else 0}
         loader = make_loader(train_set, cfg.batch_size, rank=info.rank, world_size=info.world_size, seed=cfg.seed,
                              start=start_step * cfg.batch_size, num_workers=0 if cfg.cache else cfg.num_workers)
         # Every rank validates on the same frames (the loss normaliser all-reduces), rank 0 writes the results.

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                    'continues another)')
     d.add_argument('--render-scale', type=int, default=S, help='render frames at this multiple of the input size and '
                    'downscale them as the node does (runtime.preprocess)')
+    d.add_argument('--data-only', action='store_true', help='only render the training frames into --cache-file '
+                   '(a later run with the same data settings loads them), then exit; --init-from need not exist yet')
     d.add_argument('--no-cache', action='store_true', default=S, help='generate frames on the fly in workers')
     d.add_argument('--cache-file', default=S, help='keep the training-frame cache in this .npz and reuse it')
     d.add_argument('--num-workers', type=int, default=S)
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     """``string-perception-train``: train (or resume) with the config of :func:`resolve_config`; prints the summary."""
     args = build_parser().parse_args(argv)
     cfg, resume = resolve_config(args)
-    summary = train(cfg, resume=resume, progress=not args.no_progress)
+    summary = train(cfg, resume=resume, progress=not args.no_progress, data_only=args.data_only)
     if int(os.environ.get('RANK', '0')) == 0:
         print(json.dumps({k: v for k, v in summary.items()}, default=float))
     return 0

@@ -108,6 +108,28 @@ def _lowest_z(t, o: int) -> float:
 
 
 @pytest.mark.parametrize('cell', CELLS)
+def test_mesh_labels_are_the_tightest_box_around_every_vertex(truths, cell):
+    """A library mesh's label holds every vertex of the mesh as posed in the scene and is never larger than the
+    box along the mesh's own axes; the blobs' own axes are not their tightest, so some label is smaller."""
+    meshes = tighter = 0
+    for t in truths[cell]:
+        for o, obj in enumerate(t.objects):
+            if obj.label != OBJECT:
+                continue
+            meshes += 1
+            g = t.index.obj_geom[o]
+            body = t.model.geom_bodyid[g]
+            v_b = geom_vertices_in_body(t.model, g)                                        # [V,3]
+            v_w = t.data.xpos[body] + v_b @ t.data.xmat[body].reshape(3, 3).T              # [V,3] world
+            local = (v_w - t.box_t_w[o]) @ t.box_R_w[o]                                     # [V,3] box frame
+            assert np.all(np.abs(local) <= t.box_size[o] / 2 + 1e-7), f'seed {t.frame.seed} object {o}'
+            own = np.prod(v_b.max(0) - v_b.min(0))
+            assert np.prod(t.box_size[o]) <= own * (1 + 1e-9)
+            tighter += np.prod(t.box_size[o]) < 0.98 * own
+    assert meshes > 0 and tighter > 0, (meshes, tighter)
+
+
+@pytest.mark.parametrize('cell', CELLS)
 def test_settled_objects_rest_on_a_support(truths, cell):
     rested = 0
     for t in truths[cell]:

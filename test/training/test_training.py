@@ -114,17 +114,25 @@ def test_resume_continues_at_the_right_step_with_the_same_state(tmp_path):
     assert summary['train_seconds'] == ck_res['train_seconds']
 
 
-def test_train_offset_trains_on_the_seeds_after_it(tmp_path):
-    """--train-offset 30: the run's frames are training seeds [30, 33) (the disk cache holds them), not [0, 3);
-    the offset is saved in the checkpoint's train_config."""
+def test_data_only_then_train_offset_trains_on_the_seeds_after_it(tmp_path):
+    """--data-only renders the run's frames into --cache-file and stops (its --init-from need not exist yet, no run
+    directory is made); --train-offset 30: the frames are training seeds [30, 33), not [0, 3); the run then loads
+    that file instead of rendering again, and saves the offset in its checkpoint."""
     cache = tmp_path / 'frames.npz'
-    assert main(TINY + ['--num-train-frames', '3', '--train-offset', '30', '--batch-size', '2', '--val-frames', '0',
-                        '--steps', '1', '--no-progress', '--scene', 'max_objects=3', '--cache-file', str(cache),
-                        '--out', str(tmp_path / 'run')]) == 0
+    run = TINY + ['--num-train-frames', '3', '--train-offset', '30', '--batch-size', '2', '--val-frames', '0',
+                  '--steps', '1', '--no-progress', '--scene', 'max_objects=3', '--cache-file', str(cache),
+                  '--out', str(tmp_path / 'run')]
+    assert main(run + ['--data-only', '--init-from', str(tmp_path / 'later.pt')]) == 0
+    assert not (tmp_path / 'run').exists()
     import numpy as np
     with np.load(cache) as z:
         assert z['seeds'].tolist() == [30, 31, 32]
+    written = cache.stat().st_mtime_ns
+    assert main(run) == 0
+    assert cache.stat().st_mtime_ns == written                      # loaded, not rendered again
     assert load_training_checkpoint(tmp_path / 'run' / 'last.pt')['train_config']['train_offset'] == 30
+    with pytest.raises(ValueError, match='data_only needs cache and a cache_file'):
+        main([a for a in run if a not in ('--cache-file', str(cache))] + ['--data-only'])   # nowhere to keep them
 
 
 @pytest.mark.slow
