@@ -104,7 +104,7 @@ def _best_turn(pred: Box3D, gt: Box3D, axis: np.ndarray) -> np.ndarray:
 def _best_sphere(pred: Box3D, gt: Box3D) -> np.ndarray:
     """Best IoU of ``pred[P]`` against ``gt[P]``'s cube in the rotations ``R_pred Q`` (Q in the fixed samples),
     then refined by turns of the best cube about its own axes (steps of 8, 4, 2, 1 degrees)."""
-    P, C = len(pred.t), len(_SPHERE_SAMPLES)
+    P = len(pred.t)
 
     def score(R):                                                                           # R [P,C,3,3] -> [P,C]
         c = R.shape[1]

@@ -1,6 +1,4 @@
 """Depth pooling over valid pixels, hole filling, back-projection (model/depth_tokens.py)."""
-import math
-
 import pytest
 pytest.importorskip('torch')  # optional: requirements/train.txt
 import torch  # noqa: E402

@@ -19,7 +19,7 @@ from string_perception.model.vitd import save_checkpoint  # noqa: E402
 from string_perception.policy.config import PolicyConfig  # noqa: E402
 from string_perception.policy.data import (build_samples, chunk_target, load_demos, masked_l1,  # noqa: E402
                                            model_frames)
-from string_perception.policy.model import BCPolicy, ChunkHead  # noqa: E402
+from string_perception.policy.model import ChunkHead  # noqa: E402
 from string_perception.policy.train_bc import build_policy, load_policy, train  # noqa: E402
 from string_perception.runtime import OnnxModel, prepare_inputs  # noqa: E402
 from string_perception.runtime.policy_model import PolicyModel  # noqa: E402

@@ -140,7 +140,7 @@ def test_transform_detections_moves_boxes_rigidly():
 @needs_msgs
 def test_markers_replace_by_id_and_delete_leftovers():
     from visualization_msgs.msg import Marker
-    from string_perception.codec.markers import BOX_NS, TEXT_NS, MarkerBuilder, class_colour
+    from string_perception.codec.markers import BOX_NS, TEXT_NS, MarkerBuilder
     b = MarkerBuilder(alpha=0.3)
     d = _dets(3)
     m1 = b.build(d, _header())
