@@ -2,9 +2,12 @@
 than the body-frame box, every vertex inside, nearest the body frame among its 24 descriptions."""
 import numpy as np
 import pytest
-from scipy.spatial.transform import Rotation
 
-from string_perception.sim.mesh_box import body_frame_box, mesh_label_box, minimum_volume_box
+pytest.importorskip('mujoco')   # string_perception.sim imports it
+pytest.importorskip('scipy')
+from scipy.spatial.transform import Rotation  # noqa: E402
+
+from string_perception.sim.mesh_box import body_frame_box, mesh_label_box, minimum_volume_box  # noqa: E402
 
 SIZE = np.array([0.2, 0.06, 0.1])
 
