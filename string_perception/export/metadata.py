@@ -40,7 +40,8 @@ def output_layout(config: ViTDConfig, tokens: bool) -> dict:
 
 
 def data_seed_of(checkpoint: Mapping[str, Any]) -> int | None:
-    """The training run's seed (init + data order; training frames are scene seeds [train_offset, train_offset + num_train_frames))."""
+    """The training run's seed (init + data order; training frames are scene seeds
+    [train_offset, train_offset + num_train_frames))."""
     seed = (checkpoint.get('train_config') or {}).get('seed')
     return None if seed is None else int(seed)
 

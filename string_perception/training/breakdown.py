@@ -146,8 +146,8 @@ def _confusion(labels: np.ndarray, closest: np.ndarray, names: list[str]) -> dic
     out: dict[str, dict[str, int]] = {}
     for t, c in zip(labels.tolist(), closest.tolist()):
         if c >= 0:
-            row = out.setdefault(_class_name(names, t), {})
-            row[_class_name(names, c)] = row.get(_class_name(names, c), 0) + 1
+            row, name = out.setdefault(_class_name(names, t), {}), _class_name(names, c)
+            row[name] = row.get(name, 0) + 1
     return out
 
 

@@ -192,7 +192,7 @@ def train(cfg: TrainConfig, resume: str | None = None, progress: bool = True, da
                 print(f'cached {len(train_set.cache)} frames/rank ({mb:.0f} MB) in {time.perf_counter() - t0:.1f} s',
                       flush=True)
         if data_only:
-            return {'cached_frames': len(train_set.cache) if cfg.cache else 0}
+            return {'cached_frames': len(train_set.cache)}        # cache and cache_file: checked above
         loader = make_loader(train_set, cfg.batch_size, rank=info.rank, world_size=info.world_size, seed=cfg.seed,
                              start=start_step * cfg.batch_size, num_workers=0 if cfg.cache else cfg.num_workers)
         # Every rank validates on the same frames (the loss normaliser all-reduces), rank 0 writes the results.

@@ -139,8 +139,8 @@ def config_from_args(args: argparse.Namespace, base: TrainConfig | None = None) 
     changes['matcher_overrides'] = {**cfg.matcher_overrides, **dict(given.get('matcher', []))}
     for name in ('preset', 'assignment', 'scenes', 'steps', 'batch_size', 'lr', 'min_lr_ratio', 'weight_decay',
                  'warmup_steps', 'grad_clip', 'seed', 'init_from', 'render_scale', 'num_train_frames', 'train_offset',
-                 'cache_file', 'num_workers', 'val_every',
-                 'keep_every', 'val_frames', 'best_metric', 'log_every', 'out', 'device', 'threads'):
+                 'cache_file', 'num_workers', 'val_every', 'keep_every', 'val_frames', 'best_metric', 'log_every',
+                 'out', 'device', 'threads'):
         if name in given:
             changes[name] = given[name]
     if given.get('no_cache'):
