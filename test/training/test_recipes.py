@@ -55,6 +55,13 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     stage6 = load_recipe(RECIPES / 'vitd_workcell_stage6.yaml')
     assert stage6.init_from == f'{stage5.out}/last.pt'      # stage 6 starts from stage 5's last weights ...
     assert stage6.cache_file == stage5.cache_file and stage6.num_train_frames == stage5.num_train_frames  # ... frames
+    stage7 = load_recipe(RECIPES / 'vitd_workcell_stage7.yaml')
+    assert stage7.init_from == f'{stage6.out}/last.pt'      # stage 7 starts from stage 6's last weights ...
+    assert stage7.train_offset == stage6.train_offset + stage6.num_train_frames  # ... on seeds after stages 5-6's
+    stage8 = load_recipe(RECIPES / 'vitd_workcell_stage8.yaml')
+    assert stage8.init_from == f'{stage7.out}/last.pt'      # stage 8 starts from stage 7's last weights ...
+    assert stage8.train_offset == stage7.train_offset + stage7.num_train_frames    # ... on seeds no stage saw
+    assert stage8.cache_file != stage7.cache_file
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):

@@ -24,6 +24,10 @@ def test_split_seed_ranges_are_disjoint():
         split_seeds('val', 10_001)
     with pytest.raises(ValueError):
         split_seeds('nope', 1)
+    with pytest.raises(ValueError, match=r'asked for \[-1, 1\)'):
+        split_seeds('val', 2, offset=-1)             # a negative offset would reach below the split's first seed
+    with pytest.raises(ValueError):
+        split_seeds('train', -1)
 
 
 def test_sample_is_deterministic_and_matches_the_frame():
