@@ -1,5 +1,6 @@
 """Recipes (config/recipes/*.yaml): each shipped model's recipe is the TrainConfig saved in its checkpoint, the CLI
 reads them (flags override), and a malformed recipe is refused."""
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,13 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert stage8.init_from == f'{stage7.out}/last.pt'      # stage 8 starts from stage 7's last weights ...
     assert stage8.train_offset == stage7.train_offset + stage7.num_train_frames    # ... on seeds no stage saw
     assert stage8.cache_file != stage7.cache_file
+    stage8b = load_recipe(RECIPES / 'vitd_workcell_stage8b.yaml')
+    assert stage8b == replace(stage8, loss_overrides={'class_weights': {'object': 0.5}}, out='runs/wc8b')  # one change
+    stage9 = load_recipe(RECIPES / 'vitd_workcell_stage9.yaml')
+    assert stage9.init_from == f'{stage8b.out}/last.pt'     # stage 9 starts from stage 8b's last weights ...
+    assert stage9.train_offset == stage8.train_offset + stage8.num_train_frames    # ... on seeds no stage saw
+    assert replace(stage9, init_from=stage8b.init_from, train_offset=stage8b.train_offset, seed=stage8b.seed,
+                   cache_file=stage8b.cache_file, out=stage8b.out) == stage8b   # and nothing else changes
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
