@@ -12,8 +12,8 @@ ROS_DOMAIN_ID with the loopback-only DDS profile. Labels follow the workcell eva
 objects with >= 1024 visible pixels at 640x480 (scaled with the image area), mesh objects from the training meshes,
 held-out test seeds per rig (``workcell.rig_seed``) unless ``--seed`` is given. It listens to the node's detections,
 the sim's ground truth, colour, depth and CameraInfo and prints one line per frame (the node's boxes; per labelled
-object its best symmetry-aware 3D IoU class-aware / class-agnostic; latency from the ground truth's arrival,
-published right after the colour image), then the per-cell and per-rig table of the workcell evaluator
+object its best symmetry-aware 3D IoU class-aware / class-agnostic; latency from the first of the frame's colour,
+depth, CameraInfo and ground-truth messages to arrive here, `first_arrival`), then the per-cell and per-rig table of the workcell evaluator
 (``sim_ros/demo_scores.py``). Writes under ``--out``: ``metrics.json`` (runs, per-frame IoUs, summary),
 ``sim_demo.png`` (one annotated frame per run in a grid: true boxes green, the node's red; ``demo_composite.py``),
 ``node.log`` and ``sim_<cell>_<rig>.log``; with ``--save-frames`` also ``frames.npz`` (what arrived, for an offline
@@ -43,7 +43,7 @@ from ..evaluation.evaluate import json_default
 from ..evaluation.workcell import WorkcellEvalConfig, label_min_visible_pixels, rig_seed
 from ..sim.config import CELL_NAMES
 from .demo_composite import composite, pick_frame, save_png
-from .demo_scores import LiveFrame, frame_ious, frame_line, summarize
+from .demo_scores import LiveFrame, first_arrival, frame_ious, frame_line, summarize
 from .sim_camera import READY_LINE as SIM_READY
 
 GROUND_TRUTH = '/ground_truth/detections'
@@ -259,11 +259,11 @@ def _live_frames(cell: str, rig: str, msgs: dict, received: dict, labels: list[s
                   f'newest frame)', flush=True)
             continue
         msg, t_recv = received[stamp]
-        gt_msg, t_gt = msgs['gt'][stamp]
+        gt_msg = msgs['gt'][stamp][0]
         gt = {k: v for k, v in detections_from_msg(gt_msg, labels).items() if k in ('params', 'labels')}
         pred = {k: v for k, v in detections_from_msg(msg, labels, id_names).items()
                 if k in ('params', 'labels', 'scores', 'class_names')}
-        f = LiveFrame(cell, rig, i, stamp, gt, pred, (t_recv - t_gt) * 1e3)
+        f = LiveFrame(cell, rig, i, stamp, gt, pred, (t_recv - first_arrival(msgs, stamp)) * 1e3)
         if stamp in msgs['image'] and stamp in msgs['info']:
             im = msgs['image'][stamp][0]
             f.rgb = convert_encoding(imgmsg_to_array(im), im.encoding, 'rgb8')                  # [H,W,3]

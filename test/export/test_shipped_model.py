@@ -58,3 +58,16 @@ def test_the_workcell_model_sees_the_camera_aspect_ratio_and_meshes():
     assert meta.input_hw == (120, 160)                       # 4:3: a 640x480 camera frame is only resized
     assert list(meta.labels) == ['box', 'cylinder', 'sphere', 'cone', 'capsule', 'object']
     assert meta.score_threshold == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize('card, name', [('MODEL_CARD.md', 'vitd_tiny_cayley'), ('MODEL_CARD_workcell.md', 'vitd_workcell')])
+def test_each_model_card_names_the_weights_it_describes(card, name):
+    """A card's figures are about the weights it names: after a re-ship, a card still naming the old checksums fails
+    here (the fp32 weights checksum in full, the int8 sibling's by its first 8 hex digits, as the cards write it)."""
+    import onnx
+    from string_perception.runtime.model_metadata import ModelMetadata
+    text = (REPO / 'models' / card).read_text()
+    fp32 = ModelMetadata.from_model(onnx.load(str(REPO / 'models' / f'{name}.onnx'))).weights_sha256
+    int8 = ModelMetadata.from_model(onnx.load(str(REPO / 'models' / f'{name}_int8.onnx'))).weights_sha256
+    assert fp32 in text, f'{card} does not name {name}.onnx weights_sha256 {fp32}'
+    assert f'`{int8[:8]}' in text, f'{card} does not name {name}_int8.onnx weights_sha256 {int8[:8]}…'
