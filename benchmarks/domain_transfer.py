@@ -5,6 +5,7 @@ source, each scored on the held-out test frames of every source.
     python -m benchmarks.domain_transfer run --steps 20 --train-frames 16 --val-frames 4 --test-frames 4 \\
         --out runs/domain_smoke --results runs/domain_smoke/domain_transfer.md      # smoke configuration
     python -m benchmarks.domain_transfer report                    # re-render the markdown from OUT/results.json
+    python -m benchmarks.domain_transfer run --init-from models/vitd_tiny_cayley.pt --lr 3e-4 ...   # fine-tuned table
 
 ``run`` trains ``procedural``, ``aloha``, ``kuka`` and ``mix`` (``string-perception-train --scenes``) with the
 shipped model's recipe (tiny preset, ``--assignment dense --model patch_geometry=true --lr 7e-4``,
@@ -22,6 +23,10 @@ from the rates measured on the 2-core machine when quiet (tiny model ~1.7 steps/
 8.9 ALOHA / 6.4 KUKA per CPU-second at 128x128, README): training ~80 min, rendering ~11 000 ALOHA + ~11 000 KUKA
 frames ~50 CPU-min (~25 min on 2 workers), scoring 12 cells ~5 min: about 1.8 h wall, 3.5 CPU-hours. The smoke
 configuration above took 8.5 min at load average ~9 (another training run held the cores).
+
+``--init-from CKPT`` fine-tunes every source from one checkpoint (the workcell model's own start: the procedural
+model) instead of training from scratch, and adds a row ``start``: that checkpoint scored as it is. Each row then
+says what its source's frames add to the same start, at one budget.
 
 Resumable: training runs continue from ``OUT/train_<source>/last.pt`` (``--resume auto``) and are skipped once
 they reached ``--steps``; a scored cell is kept in ``OUT/cells/<train>_on_<test>.json`` and skipped when its budget
@@ -45,7 +50,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 TRAIN_SOURCES = ('procedural', 'aloha', 'kuka', 'mix')
 TEST_SOURCES = ('procedural', 'aloha', 'kuka')
-RECIPE = ['--preset', 'tiny', '--assignment', 'dense', '--model', 'patch_geometry=true', '--lr', '7e-4']
+RECIPE = ['--preset', 'tiny', '--assignment', 'dense', '--model', 'patch_geometry=true']   # + Budget.lr
 SIM = {'mesh_object_fraction': 0.0}          # primitive-only simulated frames: one class list for all sources
 DECODE = {'score_threshold': 0.05, 'nms_iou': 0.3, 'max_detections': 50}
 METRICS = ('avg_best_iou_sym', 'ap3d_25_sym')
@@ -61,12 +66,19 @@ class Budget:
     val_frames: int = 64           # validation seeds [1e9, ...) of the same source
     val_every: int = 500
     test_frames: int = 200         # test seeds [2e9, ...) of each test source
+    lr: float = 7e-4               # the shipped model's from-scratch rate (docs/results/detector_recipe.md)
+    init_from: str = ''            # fine-tune every source from this checkpoint ('' = from scratch)
+
+
+START = 'start'                    # the row of the --init-from checkpoint itself, scored without training
 
 
 def train_argv(source: str, budget: Budget, out: Path, threads: int, workers: int) -> list[str]:
     """``string-perception-train`` options of one training source."""
     sim = [a for k, v in SIM.items() for a in ('--sim', f'{k}={json.dumps(v)}')]
-    return [*RECIPE, '--scenes', source, *sim, '--steps', str(budget.steps), '--batch-size', str(budget.batch_size),
+    init = ['--init-from', budget.init_from] if budget.init_from else []
+    return [*RECIPE, '--lr', repr(budget.lr), *init, '--scenes', source, *sim, '--steps', str(budget.steps),
+            '--batch-size', str(budget.batch_size),
             '--num-train-frames', str(budget.train_frames), '--val-frames', str(budget.val_frames),
             '--val-every', str(min(budget.val_every, budget.steps)), '--num-workers', str(workers),
             '--cache-file', str(out / 'cache' / f'train_{source}_{budget.train_frames}.npz'),
@@ -100,12 +112,14 @@ def train_source(source: str, budget: Budget, out: Path, threads: int, workers: 
 
 
 def score_cell(train: str, test: str, budget: Budget, out: Path, workers: int) -> dict[str, Any]:
-    """Headline metrics of ``train``'s ``last.pt`` on ``test``'s held-out frames (kept in OUT/cells)."""
+    """Headline metrics of ``train``'s ``last.pt`` (``START``: the ``--init-from`` checkpoint) on ``test``'s held-out
+    frames (kept in OUT/cells)."""
     from string_perception.evaluation.evaluate import load_model, source_dataset_for
     from string_perception.training.inference import evaluate_predictions, headline, predict
-    ckpt_path = out / f'train_{train}' / 'last.pt'
+    ckpt_path = Path(budget.init_from) if train == START else out / f'train_{train}' / 'last.pt'
     path = out / 'cells' / f'{train}_on_{test}.json'
-    key = {'budget': dataclasses.asdict(budget), 'step': trained_step(out / f'train_{train}'), 'decode': DECODE}
+    step = 0 if train == START else trained_step(out / f'train_{train}')
+    key = {'budget': dataclasses.asdict(budget), 'step': step, 'decode': DECODE}
     if path.exists() and (rec := json.loads(path.read_text())).get('key') == key:
         return rec
     t0 = time.perf_counter()
@@ -144,11 +158,17 @@ def render(results: dict[str, Any]) -> str:
         vals = [cells[(train, t)][metric] for t in tests if (train, t) in cells]
         return f'{sum(vals) / len(vals):.3f}' if len(vals) == len(tests) else '-'
 
-    lines = ['# Domain transfer: procedural ray caster vs simulated ALOHA / KUKA workcells (issue 21)', '',
+    init = b.get('init_from', '')
+    how = (f"fine-tuned from `{init}` (row `{START}`: that checkpoint as it is) with the shipped model's recipe "
+           f"(`{' '.join(RECIPE)}`) at lr {b['lr']:g}" if init else
+           f"the shipped model's recipe (`{' '.join(RECIPE)} --lr {b.get('lr', 7e-4):g}`)")
+    title = ('fine-tuned from one start (issue 38)' if init else
+             'procedural ray caster vs simulated ALOHA / KUKA workcells (issue 21)')
+    lines = [f'# Domain transfer: {title}', '',
              f"Date {results['date']}; {results['machine']}; 1-min load average {results['load_average']:.1f} at "
              f"the end.", '',
              '```bash', results['command'], '```', '',
-             f"Every model: the shipped model's recipe (`{' '.join(RECIPE)}`), {b['steps']} steps x batch "
+             f"Every model: {how}, {b['steps']} steps x batch "
              f"{b['batch_size']}, {b['train_frames']} training frames of its source (mix: a third each, by seed % 3), "
              f"validation on {b['val_frames']} frames of its source; scored at `last.pt` on {b['test_frames']} "
              'held-out test frames (seeds 2e9 ...) per column, all boxes scoring >= 0.05 after class-wise NMS 0.3. '
@@ -158,7 +178,8 @@ def render(results: dict[str, Any]) -> str:
              'tested on; in-domain in bold.', '',
              '| trained on \\ tested on | ' + ' | '.join(tests) + ' | mean IoU | mean AP |',
              '| --- |' + ' --- |' * (len(tests) + 2)]
-    for train in results['train_sources']:
+    rows = ([START] if any(c['train'] == START for c in results['cells']) else []) + list(results['train_sources'])
+    for train in rows:
         lines.append(f'| {train} | ' + ' | '.join(cell(train, t) for t in tests)
                      + f' | {mean(train, METRICS[0])} | {mean(train, METRICS[1])} |')
     lines += ['', 'Training wall time per source (cache rendering included): '
@@ -172,7 +193,8 @@ def render(results: dict[str, Any]) -> str:
 
 def collect(out: Path, budget: Budget, trains, tests, training: dict, wall_s: float, command: str) -> dict:
     import platform
-    cells = [json.loads((out / 'cells' / f'{tr}_on_{te}.json').read_text()) for tr in trains for te in tests
+    rows = ([START] if budget.init_from else []) + list(trains)
+    cells = [json.loads((out / 'cells' / f'{tr}_on_{te}.json').read_text()) for tr in rows for te in tests
              if (out / 'cells' / f'{tr}_on_{te}.json').exists()]
     return {'budget': dataclasses.asdict(budget), 'train_sources': list(trains), 'test_sources': list(tests),
             'cells': cells, 'training': training, 'wall_seconds': wall_s, 'command': command,
@@ -183,10 +205,12 @@ def collect(out: Path, budget: Budget, trains, tests, training: dict, wall_s: fl
 def cmd_run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    budget = Budget(args.steps, args.batch_size, args.train_frames, args.val_frames, args.val_every, args.test_frames)
+    budget = Budget(args.steps, args.batch_size, args.train_frames, args.val_frames, args.val_every, args.test_frames,
+                    args.lr if args.lr is not None else (3e-4 if args.init_from else Budget.lr), args.init_from)
+    check_same_budget(out, budget)
     t0 = time.perf_counter()
     training = {s: train_source(s, budget, out, args.threads, args.workers) for s in args.train_sources}
-    for train in args.train_sources:
+    for train in ([START] if budget.init_from else []) + list(args.train_sources):
         for test in args.test_sources:
             score_cell(train, test, budget, out, args.workers)
     command = 'python -m benchmarks.domain_transfer ' + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
@@ -195,6 +219,16 @@ def cmd_run(args) -> int:
     (out / 'results.json').write_text(json.dumps(results, indent=2) + '\n')
     write_page(results, Path(args.results))
     return 0
+
+
+def check_same_budget(out: Path, budget: Budget) -> None:
+    """OUT holds the runs of one budget: resuming them under another (steps, start, rate...) would mix two tables."""
+    path = out / 'budget.json'
+    want = dataclasses.asdict(budget)
+    if path.exists() and (have := json.loads(path.read_text())) != want:
+        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+        raise SystemExit(f'{out} holds runs of another budget (field: (there, asked)): {diff}; use another --out')
+    path.write_text(json.dumps(want, indent=2) + '\n')
 
 
 def write_page(results: dict, path: Path) -> None:
@@ -225,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument('--test-frames', type=int, default=d.test_frames, help='per test source')
     run.add_argument('--train-sources', nargs='+', default=list(TRAIN_SOURCES), choices=TRAIN_SOURCES)
     run.add_argument('--test-sources', nargs='+', default=list(TEST_SOURCES), choices=TRAIN_SOURCES)
+    run.add_argument('--init-from', default='', help='fine-tune every source from this checkpoint (adds the row '
+                     f'{START!r}: it scored as it is); default: from scratch')
+    run.add_argument('--lr', type=float, default=None, help=f'peak learning rate (default {Budget.lr:g} from scratch, '
+                     '3e-4 with --init-from: the workcell model\'s stage 1)')
     run.add_argument('--threads', type=int, default=2, help='torch CPU threads for training')
     run.add_argument('--workers', type=int, default=2, help='processes rendering frames into the caches')
     return p
