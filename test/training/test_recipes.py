@@ -68,8 +68,12 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     stage9 = load_recipe(RECIPES / 'vitd_workcell_stage9.yaml')
     assert stage9.init_from == f'{stage8b.out}/last.pt'     # stage 9 starts from stage 8b's last weights ...
     assert stage9.train_offset == stage8.train_offset + stage8.num_train_frames    # ... on seeds no stage saw
-    assert replace(stage9, init_from=stage8b.init_from, train_offset=stage8b.train_offset, seed=stage8b.seed,
-                   cache_file=stage8b.cache_file, out=stage8b.out) == stage8b   # and nothing else changes
+    assert stage9.model_overrides == {**stage8b.model_overrides, 'image_size': [240, 320]}   # the one change ...
+    assert stage9.render_scale == stage8b.render_scale == 2         # ... frames brought to it as the node does
+    assert replace(stage9, model_overrides=stage8b.model_overrides, init_from=stage8b.init_from,
+                   train_offset=stage8b.train_offset, num_train_frames=stage8b.num_train_frames, seed=stage8b.seed,
+                   steps=stage8b.steps, val_every=stage8b.val_every, keep_every=stage8b.keep_every,
+                   cache_file=stage8b.cache_file, out=stage8b.out) == stage8b   # the loss, lr, sim settings: 8b's
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
