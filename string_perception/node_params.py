@@ -66,9 +66,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('autostart', 'bool', True,
               'configure and activate at start-up (false: wait for lifecycle transitions)'),
     ParamSpec('model_path', 'string', '',
-              'ONNX model file (docs/ARCHITECTURE.md contract); empty = the shipped workcell model '
-              'models/vitd_workcell.onnx; a bare shipped name (vitd_tiny_cayley.onnx, the procedural-scene model) '
-              'is found in the package\'s models/'),
+              'ONNX model file (docs/ARCHITECTURE.md contract); empty = the shipped workcell model: '
+              'models/vitd_workcell.onnx (fast, 120x160) on the CPU, models/vitd_workcell_hr.onnx (accurate, 240x320) '
+              'when the first provider is a GPU one; a bare shipped name (vitd_tiny_cayley.onnx, the procedural-scene '
+              'model) is found in the package\'s models/'),
     ParamSpec('providers', 'string_array', [AUTO_PROVIDERS],
               "ONNX Runtime execution providers, best first (CPU is always the last resort); [auto] = those this "
               'host can run (TensorRT, CUDA only when onnxruntime lists them and their libraries load), so a '

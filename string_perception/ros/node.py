@@ -54,17 +54,21 @@ from .outputs import NodeOutputs
 from .synchronizer import IMPLEMENTATION as SYNC_IMPLEMENTATION, ApproximateTimeSynchronizer
 from .target_frame import TargetFrame
 
-__all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL']
+__all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAULT_MODEL', 'DEFAULT_GPU_MODEL']
 
 READY_LINE = 'string_perception node ready'
 DEFAULT_MODEL = 'vitd_workcell.onnx'       # models/MODEL_CARD_workcell.md; vitd_tiny_cayley.onnx by name
+# where the session runs on a GPU provider: the accurate variant (240x320, 1 200 tokens; ~8x the fast model's
+# compute, which a 2-core CPU cannot run at 30 Hz; MODEL_CARD_workcell.md, "Accurate variant")
+DEFAULT_GPU_MODEL = 'vitd_workcell_hr.onnx'
 
 
-def resolve_model_path(value: str) -> Path:
-    """``model_path`` -> a file: empty = the default shipped model; a bare name that is not a file here but a
+def resolve_model_path(value: str, *, on_gpu: bool = False) -> Path:
+    """``model_path`` -> a file: empty = the default shipped model (``DEFAULT_GPU_MODEL`` when ``on_gpu``, the
+    session's first provider being a GPU one, else ``DEFAULT_MODEL``); a bare name that is not a file here but a
     shipped model (``vitd_workcell.onnx``) = that file in the package's ``models/``; else the path as given."""
     if not value:
-        return model_file(DEFAULT_MODEL)
+        return model_file(DEFAULT_GPU_MODEL if on_gpu else DEFAULT_MODEL)
     path = Path(value).expanduser()
     if path.name == value and not path.exists():
         try:
@@ -120,9 +124,12 @@ class StringPerceptionNode(ManagedNode):
         try:
             cfg = P.validate_all(P.read_all(self))
             options = P.model_options(cfg, usable_providers)
+            on_cpu = options['providers'][0] == 'CPUExecutionProvider'
+            if not cfg['model_path']:
+                log.info(f'model_path empty: the shipped {DEFAULT_MODEL if on_cpu else DEFAULT_GPU_MODEL} '
+                         f'({"fast: 30 Hz on a CPU" if on_cpu else "accurate: 240x320, for GPU providers"})')
             # the int8 sibling only where this CPU runs it faster (runtime/model_variant.py), said in the log
-            choice = node_model_choice(resolve_model_path(cfg['model_path']),
-                                       on_cpu=options['providers'][0] == 'CPUExecutionProvider')
+            choice = node_model_choice(resolve_model_path(cfg['model_path'], on_gpu=not on_cpu), on_cpu=on_cpu)
             log.info(f'model file {choice.path} ({choice.precision}: {choice.reason})')
             path = choice.path
             self.pipeline = Pipeline(path, **options,

@@ -447,11 +447,14 @@ def test_invalid_start_up_parameters_exit_with_a_clear_message(tmp_path, model_p
 
 def test_model_path_finds_shipped_models_by_name(tmp_path, monkeypatch):
     """model_path:=vitd_tiny_cayley.onnx names a shipped model by its bare name: found in the package's models/; a
-    file of that name in the working directory, or a path, is taken as given; empty is the default model."""
+    file of that name in the working directory, or a path, is taken as given; empty is the default model (the
+    accurate 240x320 one where the session's first provider is a GPU one)."""
     from string_perception.ros.node import DEFAULT_MODEL, resolve_model_path
     monkeypatch.chdir(tmp_path)
     assert resolve_model_path('') == REPO / 'models' / DEFAULT_MODEL
     assert DEFAULT_MODEL == 'vitd_workcell.onnx'
+    assert resolve_model_path('', on_gpu=True) == REPO / 'models' / 'vitd_workcell_hr.onnx'   # accurate on a GPU
+    assert resolve_model_path('vitd_tiny_cayley.onnx', on_gpu=True) == REPO / 'models' / 'vitd_tiny_cayley.onnx'
     assert resolve_model_path('vitd_tiny_cayley.onnx') == REPO / 'models' / 'vitd_tiny_cayley.onnx'
     assert resolve_model_path('missing.onnx') == Path('missing.onnx')            # refused later, with its name
     (tmp_path / 'vitd_tiny_cayley.onnx').write_bytes(b'x')
