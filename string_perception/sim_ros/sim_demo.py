@@ -17,8 +17,8 @@ depth, CameraInfo and ground-truth messages to arrive here, ``demo_scores.first_
 per-rig table of the workcell evaluator (``sim_ros/demo_scores.py``). Writes under ``--out``: ``metrics.json`` (runs,
 per-frame IoUs, summary), ``sim_demo.png`` (one annotated frame per run in a grid: true boxes green, the node's
 red; ``demo_composite.py``), ``node.log`` and ``sim_<cell>_<rig>.log``; with ``--save-frames`` also ``frames.npz``
-(what arrived, for an offline check). ``--image PATH`` writes the grid there too. Exit status 0 when the node answered in every run, 1 when it
-did not, 2 when the node or a sim did not start.
+(what arrived, for an offline check). ``--image PATH`` writes the grid there too. Exit status 0 when the node
+answered in every run, 1 when it did not, 2 when the node or a sim did not start.
 """
 from __future__ import annotations
 
