@@ -71,6 +71,12 @@ class Budget:
 
 
 START = 'start'                    # the row of the --init-from checkpoint itself, scored without training
+FINE_TUNE_LR = 3e-4                # --lr's default with --init-from: the workcell model's stage 1
+
+
+def table_rows(budget: Budget, train_sources) -> list[str]:
+    """The table's rows in order: ``START`` first when the budget fine-tunes from a checkpoint, then the sources."""
+    return ([START] if budget.init_from else []) + list(train_sources)
 
 
 def train_argv(source: str, budget: Budget, out: Path, threads: int, workers: int) -> list[str]:
@@ -161,7 +167,7 @@ def render(results: dict[str, Any]) -> str:
     init = b.get('init_from', '')
     how = (f"fine-tuned from `{init}` (row `{START}`: that checkpoint as it is) with the shipped model's recipe "
            f"(`{' '.join(RECIPE)}`) at lr {b['lr']:g}" if init else
-           f"the shipped model's recipe (`{' '.join(RECIPE)} --lr {b.get('lr', 7e-4):g}`)")
+           f"the shipped model's recipe (`{' '.join(RECIPE)} --lr {b.get('lr', Budget.lr):g}`)")
     title = ('fine-tuned from one start (issue 38)' if init else
              'procedural ray caster vs simulated ALOHA / KUKA workcells (issue 21)')
     lines = [f'# Domain transfer: {title}', '',
@@ -193,8 +199,8 @@ def render(results: dict[str, Any]) -> str:
 
 def collect(out: Path, budget: Budget, trains, tests, training: dict, wall_s: float, command: str) -> dict:
     import platform
-    rows = ([START] if budget.init_from else []) + list(trains)
-    cells = [json.loads((out / 'cells' / f'{tr}_on_{te}.json').read_text()) for tr in rows for te in tests
+    cells = [json.loads((out / 'cells' / f'{tr}_on_{te}.json').read_text()) for tr in table_rows(budget, trains)
+             for te in tests
              if (out / 'cells' / f'{tr}_on_{te}.json').exists()]
     return {'budget': dataclasses.asdict(budget), 'train_sources': list(trains), 'test_sources': list(tests),
             'cells': cells, 'training': training, 'wall_seconds': wall_s, 'command': command,
@@ -206,11 +212,12 @@ def cmd_run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget(args.steps, args.batch_size, args.train_frames, args.val_frames, args.val_every, args.test_frames,
-                    args.lr if args.lr is not None else (3e-4 if args.init_from else Budget.lr), args.init_from)
+                    args.lr if args.lr is not None else (FINE_TUNE_LR if args.init_from else Budget.lr),
+                    args.init_from)
     check_same_budget(out, budget)
     t0 = time.perf_counter()
     training = {s: train_source(s, budget, out, args.threads, args.workers) for s in args.train_sources}
-    for train in ([START] if budget.init_from else []) + list(args.train_sources):
+    for train in table_rows(budget, args.train_sources):
         for test in args.test_sources:
             score_cell(train, test, budget, out, args.workers)
     command = 'python -m benchmarks.domain_transfer ' + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
@@ -262,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument('--init-from', default='', help='fine-tune every source from this checkpoint (adds the row '
                      f'{START!r}: it scored as it is); default: from scratch')
     run.add_argument('--lr', type=float, default=None, help=f'peak learning rate (default {Budget.lr:g} from scratch, '
-                     '3e-4 with --init-from: the workcell model\'s stage 1)')
+                     f'{FINE_TUNE_LR:g} with --init-from: the workcell model\'s stage 1)')
     run.add_argument('--threads', type=int, default=2, help='torch CPU threads for training')
     run.add_argument('--workers', type=int, default=2, help='processes rendering frames into the caches')
     return p

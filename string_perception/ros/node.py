@@ -58,9 +58,12 @@ __all__ = ['StringPerceptionNode', 'main', 'node_command', 'READY_LINE', 'DEFAUL
 
 READY_LINE = 'string_perception node ready'
 DEFAULT_MODEL = 'vitd_workcell.onnx'       # models/MODEL_CARD_workcell.md; vitd_tiny_cayley.onnx by name
-# where the session runs on a GPU provider: the accurate variant (240x320, 1 200 tokens; ~8x the fast model's
-# compute, which a 2-core CPU cannot run at 30 Hz; MODEL_CARD_workcell.md, "Accurate variant")
-DEFAULT_GPU_MODEL = 'vitd_workcell_hr.onnx'
+DEFAULT_GPU_MODEL = 'vitd_workcell_hr.onnx'   # on GPU providers: the accurate 240x320 variant (~8x the compute)
+
+
+def default_model_name(on_gpu: bool) -> str:
+    """The shipped model an empty ``model_path`` means: the accurate one on a GPU provider, else the 30 Hz one."""
+    return DEFAULT_GPU_MODEL if on_gpu else DEFAULT_MODEL
 
 
 def resolve_model_path(value: str, *, on_gpu: bool = False) -> Path:
@@ -68,7 +71,7 @@ def resolve_model_path(value: str, *, on_gpu: bool = False) -> Path:
     session's first provider being a GPU one, else ``DEFAULT_MODEL``); a bare name that is not a file here but a
     shipped model (``vitd_workcell.onnx``) = that file in the package's ``models/``; else the path as given."""
     if not value:
-        return model_file(DEFAULT_GPU_MODEL if on_gpu else DEFAULT_MODEL)
+        return model_file(default_model_name(on_gpu))
     path = Path(value).expanduser()
     if path.name == value and not path.exists():
         try:
@@ -126,7 +129,7 @@ class StringPerceptionNode(ManagedNode):
             options = P.model_options(cfg, usable_providers)
             on_cpu = options['providers'][0] == 'CPUExecutionProvider'
             if not cfg['model_path']:
-                log.info(f'model_path empty: the shipped {DEFAULT_MODEL if on_cpu else DEFAULT_GPU_MODEL} '
+                log.info(f'model_path empty: the shipped {default_model_name(not on_cpu)} '
                          f'({"fast: 30 Hz on a CPU" if on_cpu else "accurate: 240x320, for GPU providers"})')
             # the int8 sibling only where this CPU runs it faster (runtime/model_variant.py), said in the log
             choice = node_model_choice(resolve_model_path(cfg['model_path'], on_gpu=not on_cpu), on_cpu=on_cpu)

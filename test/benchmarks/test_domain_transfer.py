@@ -35,7 +35,8 @@ def test_a_fine_tuned_table_starts_every_source_from_one_checkpoint(tmp_path):
     budget = dt.Budget(steps=30, batch_size=4, train_frames=12, lr=3e-4, init_from='models/vitd_tiny_cayley.pt')
     cfg = config_from_args(build_parser().parse_args(dt.train_argv('aloha', budget, tmp_path, 1, 2)))
     assert (cfg.init_from, cfg.lr, cfg.scenes) == ('models/vitd_tiny_cayley.pt', 3e-4, 'aloha')
-    assert config_from_args(build_parser().parse_args(dt.train_argv('aloha', dt.Budget(), tmp_path, 1, 2))).init_from == ''
+    scratch = config_from_args(build_parser().parse_args(dt.train_argv('aloha', dt.Budget(), tmp_path, 1, 2)))
+    assert scratch.init_from == ''
 
 
 def test_the_start_row_comes_first_and_the_page_says_where_training_started():
