@@ -75,6 +75,11 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
                    train_offset=stage8b.train_offset, num_train_frames=stage8b.num_train_frames, seed=stage8b.seed,
                    steps=stage8b.steps, val_every=stage8b.val_every, keep_every=stage8b.keep_every,
                    cache_file=stage8b.cache_file, out=stage8b.out) == stage8b   # the loss, lr, sim settings: 8b's
+    stage10 = load_recipe(RECIPES / 'vitd_workcell_stage10.yaml')
+    assert stage10.init_from == f'{stage9.out}/last.pt'     # stage 10 starts from stage 9's last weights ...
+    assert stage10.train_offset == stage9.train_offset + stage9.num_train_frames    # ... on seeds no stage saw
+    assert replace(stage10, init_from=stage9.init_from, train_offset=stage9.train_offset, seed=stage9.seed,
+                   cache_file=stage9.cache_file, out=stage9.out) == stage9     # the one change: more of stage 9
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
