@@ -66,6 +66,9 @@ VISIBILITY_BINS = (0.0, 0.25, 0.5, 0.75, 1.01)
 LABEL_MIN_VISIBLE_PX_640x480 = 1024     # label rule A of docs/results/workcell.md: what a 160x120 input sees (>= 64)
 # SimConfig fields the evaluator sets itself per frame (a --sim override of them is refused)
 OWN_SIM_FIELDS = ('cell', 'height', 'width', 'cameras', 'object_split', 'mesh_object_fraction', 'min_visible_pixels')
+# WorkcellEvalConfig fields that change how frames are scored, never a frame (left out of the frames' cache key)
+SCORING_FIELDS = ('score_threshold', 'nms_iou', 'nms_class_agnostic', 'operating_threshold', 'resize_mode',
+                  'min_gt_side_px')
 
 
 def label_min_visible_pixels(height: int, width: int) -> int:
@@ -100,6 +103,7 @@ class WorkcellEvalConfig:
                                             # (the cells' own rule; 1024 at 640x480 = 64 at a 160x120 model input)
     score_threshold: float = 0.05
     nms_iou: float = 0.3
+    nms_class_agnostic: bool = False        # NMS across classes (runtime Pipeline / node parameter of that name)
     operating_threshold: float = 0.3
     resize_mode: str = 'pad'
     min_gt_side_px: float = 0.0             # score only objects whose projected box is at least this many camera
@@ -113,11 +117,11 @@ class WorkcellEvalConfig:
             raise ValueError(f'--sim may not set {own}: the evaluator sets {OWN_SIM_FIELDS} itself')
 
     def frames_key(self) -> str:
-        """Cache key of the rendered frames: every field that changes a frame (not ``min_gt_side_px``, a scoring
-        option; ``sim_overrides`` only when given) and the simulator's source hash, so frames of another simulator
-        version (other labels, e.g. the mesh boxes of sim/mesh_box.py) are rendered again, never reused."""
+        """Cache key of the rendered frames: every field that changes a frame (not the ``SCORING_FIELDS``;
+        ``sim_overrides`` only when given) and the simulator's source hash, so frames of another simulator version
+        (other labels, e.g. the mesh boxes of sim/mesh_box.py) are rendered again, never reused."""
         from string_perception.training.sim_frames import sim_source_hash   # imports the simulator (mujoco)
-        d = {k: v for k, v in asdict(self).items() if k != 'min_gt_side_px'}
+        d = {k: v for k, v in asdict(self).items() if k not in SCORING_FIELDS}
         if not d['sim_overrides']:
             del d['sim_overrides']
         if not d['seen_mesh_frames']:
@@ -262,8 +266,8 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT
     pipe = Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-                    max_detections=100, intra_op_threads=threads, resize_mode=resize_mode or cfg.resize_mode,
-                    tiling=parse_tiling(tiling))
+                    nms_class_agnostic=cfg.nms_class_agnostic, max_detections=100, intra_op_threads=threads,
+                    resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling))
     names = list(pipe.labels)
     preds, gts, latency = [], [], []
     for f in frames:
@@ -410,6 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--sim', type=parse_kv, action='append', default=[], metavar='KEY=VALUE',
                    help="further SimConfig field of every test frame (JSON value), e.g. --sim 'distractors=[2,6]'; "
                         f"not one of {', '.join(OWN_SIM_FIELDS)}")
+    p.add_argument('--nms-iou', type=float, default=d.nms_iou, help='NMS overlap (runtime nms_iou)')
+    p.add_argument('--nms-class-agnostic', action='store_true',
+                   help='NMS across classes (runtime nms_class_agnostic); default class-wise')
     p.add_argument('--processes', type=int, default=2)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--cache', default='', help='keep the rendered frames in this .npz (reused when it matches)')
@@ -425,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
                              min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim))
     t0 = time.perf_counter()
     frames = render_test_frames(cfg, args.processes, args.cache or None)
-    cfg = dataclasses.replace(cfg, min_gt_side_px=args.min_gt_side_px)     # scoring only: same frames
+    cfg = dataclasses.replace(cfg, min_gt_side_px=args.min_gt_side_px, nms_iou=args.nms_iou,    # scoring only:
+                              nms_class_agnostic=args.nms_class_agnostic)                      # the same frames
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
     results = []
     for spec in args.models:

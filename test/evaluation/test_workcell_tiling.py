@@ -1,4 +1,6 @@
 """evaluation/workcell.py: scoring a model with tiled inference (``MODEL:tiles2x2``) on the same frames."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -79,6 +81,20 @@ def test_seen_mesh_control_frames_repeat_the_held_out_seeds_with_training_meshes
         assert seen.mesh_object_fraction == cfg.heldout_mesh_fraction
     assert WorkcellEvalConfig().frames_key() == WorkcellEvalConfig(seen_mesh_frames=0).frames_key()
     assert cfg.frames_key() != WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3).frames_key()
+
+
+def test_scoring_options_keep_the_rendered_frames():
+    """NMS, thresholds and resize mode change how frames are scored, not the frames: one cache serves them all."""
+    base = WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3)
+    other = dataclasses.replace(base, score_threshold=0.1, nms_iou=0.5, nms_class_agnostic=True,
+                                operating_threshold=0.5, resize_mode='crop', min_gt_side_px=32.0)
+    assert set(workcell.SCORING_FIELDS) < set(dataclasses.asdict(base))
+    assert other.frames_key() == base.frames_key()
+    assert dataclasses.replace(base, height=240).frames_key() != base.frames_key()
+    args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x', '--nms-iou', '0.5', '--nms-class-agnostic'])
+    assert (args.nms_iou, args.nms_class_agnostic) == (0.5, True)
+    args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x'])
+    assert (args.nms_iou, args.nms_class_agnostic) == (WorkcellEvalConfig.nms_iou, False)
 
 
 def test_control_frames_count_only_in_their_own_column(tmp_path):

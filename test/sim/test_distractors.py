@@ -217,7 +217,7 @@ def test_workcell_evaluator_puts_distractors_in_every_test_frame_and_keys_frames
     default = workcell.WorkcellEvalConfig()
     from string_perception.training import sim_frames
     plain = {k: v for k, v in asdict(default).items()
-             if k not in ('min_gt_side_px', 'sim_overrides', 'seen_mesh_frames')}
+             if k not in workcell.SCORING_FIELDS + ('sim_overrides', 'seen_mesh_frames')}
     key = json.dumps({**plain, 'simulator': sim_frames.sim_source_hash()}, sort_keys=True)
     assert default.frames_key() == key                 # no clutter: the fields of before plus the simulator
     clutter = workcell.WorkcellEvalConfig(sim_overrides=dict(args.sim))
