@@ -79,6 +79,7 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert stage10.init_from == f'{stage9.out}/last.pt'     # stage 10 starts from stage 9's last weights ...
     assert stage10.train_offset == stage9.train_offset + stage9.num_train_frames    # ... on seeds no stage saw
     assert replace(stage10, init_from=stage9.init_from, train_offset=stage9.train_offset, seed=stage9.seed,
+                   steps=stage9.steps, val_every=stage9.val_every, keep_every=stage9.keep_every,
                    cache_file=stage9.cache_file, out=stage9.out) == stage9     # the one change: more of stage 9
 
 
