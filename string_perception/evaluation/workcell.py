@@ -39,7 +39,6 @@ key of ``--cache``) are the cells as modelled.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import multiprocessing as mp
@@ -429,11 +428,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
                              heldout_frames=args.heldout_frames, seen_mesh_frames=args.seen_mesh_frames,
                              operating_threshold=args.operating_threshold,
-                             min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim))
+                             min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim),
+                             min_gt_side_px=args.min_gt_side_px, nms_iou=args.nms_iou,
+                             nms_class_agnostic=args.nms_class_agnostic)
     t0 = time.perf_counter()
-    frames = render_test_frames(cfg, args.processes, args.cache or None)
-    cfg = dataclasses.replace(cfg, min_gt_side_px=args.min_gt_side_px, nms_iou=args.nms_iou,    # scoring only:
-                              nms_class_agnostic=args.nms_class_agnostic)                      # the same frames
+    frames = render_test_frames(cfg, args.processes, args.cache or None)    # keyed without the SCORING_FIELDS
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)
     results = []
     for spec in args.models:
