@@ -68,6 +68,8 @@ OWN_SIM_FIELDS = ('cell', 'height', 'width', 'cameras', 'object_split', 'mesh_ob
 # WorkcellEvalConfig fields that change how frames are scored, never a frame (left out of the frames' cache key)
 SCORING_FIELDS = ('score_threshold', 'nms_iou', 'nms_class_agnostic', 'operating_threshold', 'resize_mode',
                   'min_gt_side_px')
+MAX_DETECTIONS = 100            # boxes kept per frame after NMS
+PRE_NMS_TOP_K = 200             # candidates into NMS (the runtime's default)
 
 
 def label_min_visible_pixels(height: int, width: int) -> int:
@@ -114,6 +116,8 @@ class WorkcellEvalConfig:
         own = sorted(set(self.sim_overrides) & set(OWN_SIM_FIELDS))
         if own:
             raise ValueError(f'--sim may not set {own}: the evaluator sets {OWN_SIM_FIELDS} itself')
+        from string_perception.runtime.postprocess import check_decode_params
+        check_decode_params(self.score_threshold, self.nms_iou, MAX_DETECTIONS, PRE_NMS_TOP_K)   # before any render
 
     def frames_key(self) -> str:
         """Cache key of the rendered frames: every field that changes a frame (not the ``SCORING_FIELDS``;
@@ -265,7 +269,8 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT
     pipe = Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-                    nms_class_agnostic=cfg.nms_class_agnostic, max_detections=100, intra_op_threads=threads,
+                    nms_class_agnostic=cfg.nms_class_agnostic, max_detections=MAX_DETECTIONS,
+                    pre_nms_top_k=PRE_NMS_TOP_K, intra_op_threads=threads,
                     resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling))
     names = list(pipe.labels)
     preds, gts, latency = [], [], []

@@ -95,6 +95,11 @@ def test_scoring_options_keep_the_rendered_frames():
     assert (args.nms_iou, args.nms_class_agnostic) == (0.5, True)
     args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x'])
     assert (args.nms_iou, args.nms_class_agnostic) == (WorkcellEvalConfig.nms_iou, False)
+    for bad in (0.0, 1.5, float('nan')):       # refused when the config is made, before frames are rendered
+        with pytest.raises(ValueError, match='nms_iou'):
+            WorkcellEvalConfig(nms_iou=bad)
+    with pytest.raises(ValueError, match='nms_iou'):
+        workcell.main(['m.onnx', '--out', 'x', '--nms-iou', '0'])
 
 
 def test_control_frames_count_only_in_their_own_column(tmp_path):
