@@ -386,7 +386,38 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         for rig, s in r['rigs'].items():
             lines.append(f"| {Path(r['model']).name}{mode} | {rig} | {s['num_frames']} | {s['num_gt']} | "
                          f"{f(s['class_aware'])} | {f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} |")
-    return '\n'.join(lines) + '\n'
+    return '\n'.join(lines + format_oracle_rows(results)) + '\n'
+
+
+ORACLE_GROUPS = {'breakdown': 'matched, class-aware', 'heldout_breakdown': 'held-out meshes',
+                 'control_seen_breakdown': 'seen meshes, paired'}
+
+
+def format_oracle_rows(results: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown rows (a blank line and a table) of what one true part of the box buys per model, cell and group
+    of matched objects: mean IoU as matched and with the true centre / rotation / size (training/breakdown.py),
+    beside the median orientation error and longest / shortest side ratios; [] when no result holds breakdowns."""
+    def f(x, fmt='{:.3f}'):
+        return '-' if x is None else fmt.format(x)
+    rows = []
+    for r in results:
+        mode = '' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}"
+        for cell, s in r['cells'].items():
+            for key, name in ORACLE_GROUPS.items():
+                b = s.get(key)
+                if not b or 'iou_true_centre' not in b:
+                    continue
+                rows.append(f"| {Path(r['model']).name}{mode} | {cell} | {name} | {b['num_matched']} | "
+                            + ' | '.join(f(b[k]['mean']) for k in ('iou', 'iou_true_centre', 'iou_true_rotation',
+                                                                   'iou_true_size'))
+                            + f" | {f(b['orientation_deg']['median'], '{:.1f}')} | "
+                            f"{f(b['size_ratio_longest']['median'], '{:.2f}')} / "
+                            f"{f(b['size_ratio_shortest']['median'], '{:.2f}')} |")
+    if not rows:
+        return []
+    return ['', '| model | cell | group | matched | IoU | true centre | true rotation | true size | orient. ° (median) '
+            '| longest / shortest side ratio |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+            *rows]
 
 
 def parse_model_spec(spec: str) -> tuple[str, str | None, str | None]:

@@ -6,7 +6,8 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from string_perception.box_ops import encode_box_params
-from string_perception.training.breakdown import aligned_scale_iou, aligned_size_ratios, breakdown
+from string_perception.box_ops import decode_box_params
+from string_perception.training.breakdown import aligned_scale_iou, aligned_size_ratios, breakdown, oracle_ious
 
 NAMES = ['box', 'cylinder', 'sphere', 'cone', 'capsule']
 
@@ -110,3 +111,39 @@ def test_empty_inputs():
     assert empty['overall']['num_gt'] == 0 and empty['overall']['class_accuracy'] is None and empty['confusion'] == {}
     assert empty['overall']['duplicates_per_object'] is None and empty['overall']['precision'] is None
     json.dumps(empty, allow_nan=False)
+
+
+def test_oracle_ious_replace_one_part_by_the_truth():
+    """Each oracle IoU is exactly the IoU left when the other two parts are wrong, whatever axis labels the
+    prediction used; worked out by hand on a 0.2 m cube (one part of the prediction off at a time, then two)."""
+    cube = box((0, 0, 2), (0.2, 0.2, 0.2))
+    preds = [box((0.1, 0, 2), (0.2, 0.2, 0.2)),                       # centre 0.1 m off: IoU 1/3
+             box((0, 0, 2), (0.2, 0.4, 0.1), rz(90)),                 # sizes off (relabelled: x and y swapped)
+             box((0, 0, 2), (0.2, 0.2, 0.2), rz(45)),                 # rotation off by 45 degrees about z
+             box((0.1, 0, 2), (0.1, 0.2, 0.2), rz(90))]               # centre off, and 0.1 m along the world y
+    gts = [cube] * 4
+    o = oracle_ious(decode_box_params(np.stack(preds)), decode_box_params(np.stack(gts)), ['box'] * 4)
+    # centre only: true centre repairs it, the other two leave the 1/3
+    assert o['iou_true_centre'][0] == pytest.approx(1.0)
+    assert o['iou_true_rotation'][0] == pytest.approx(1 / 3) and o['iou_true_size'][0] == pytest.approx(1 / 3)
+    # sizes only (pred x = 0.4 along the truth's y, pred z = 0.1): co-centred IoU 0.004 / (0.008 + 0.008 - 0.004)
+    assert o['iou_true_size'][1] == pytest.approx(1.0)
+    assert o['iou_true_centre'][1] == pytest.approx(1 / 3) and o['iou_true_rotation'][1] == pytest.approx(1 / 3)
+    # rotation only: a square turned 45 degrees overlaps its unturned self in an octagon of 2 (sqrt2 - 1) a^2
+    turned = 2 * (np.sqrt(2) - 1) / (2 - 2 * (np.sqrt(2) - 1))
+    assert o['iou_true_rotation'][2] == pytest.approx(1.0)
+    assert o['iou_true_centre'][2] == pytest.approx(turned) and o['iou_true_size'][2] == pytest.approx(turned)
+    # centre 0.1 m off in x and the box 0.1 m along the world y (its own x, turned 90 degrees): true centre ->
+    # a co-centred half cube, 1/2; true size -> the shifted cube, 1/3; true rotation relabels the same box
+    assert o['iou_true_centre'][3] == pytest.approx(0.5)
+    assert o['iou_true_size'][3] == pytest.approx(1 / 3)
+    overlap = 0.1 * 0.1 * 0.2                                          # x in [0, 0.1], y in [-0.05, 0.05], z whole
+    assert o['iou_true_rotation'][3] == pytest.approx(overlap / (0.008 + 0.004 - overlap))
+
+
+def test_breakdown_reports_the_oracle_ious():
+    o = breakdown(PREDS, GTS, NAMES, score_threshold=0.5)['overall']
+    # P0 is off only in centre, P1 only in size (its turn is a symmetry), P4 only in centre
+    assert o['iou_true_centre']['mean'] == pytest.approx((1 + IOU_P1 + 1) / 3, abs=1e-6)
+    assert o['iou_true_size']['mean'] == pytest.approx((IOU_P0 + 1 + IOU_P4) / 3, abs=1e-6)
+    assert o['iou_true_rotation']['mean'] == pytest.approx(o['iou']['mean'], abs=1e-6)
