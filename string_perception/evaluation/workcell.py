@@ -146,7 +146,8 @@ class TestFrame:
     visibility: np.ndarray     # float64 [M]
 
 
-def _jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
+def frame_jobs(cfg: WorkcellEvalConfig) -> list[tuple[str, str, int]]:
+    """``(cell, rig, seed)`` of every test frame of ``cfg``: each rig's frames, then the held-out and paired frames."""
     from string_perception.sim import CELL_NAMES
     from string_perception.sim.cells import build_cell
     jobs = []
@@ -197,7 +198,7 @@ def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str |
                 return [TestFrame(str(z[f'{i}_cell']), str(z[f'{i}_rig']), int(z[f'{i}_seed']), z[f'{i}_rgb'],
                                   z[f'{i}_depth'], z[f'{i}_K'], z[f'{i}_params'], z[f'{i}_labels'],
                                   z[f'{i}_vis']) for i in range(n)]
-    jobs = [(*j, cfg) for j in _jobs(cfg)]
+    jobs = [(*j, cfg) for j in frame_jobs(cfg)]
     from tqdm import tqdm
     with mp.get_context('spawn').Pool(max(1, processes)) as pool:
         frames = list(tqdm(pool.imap(_render, jobs, chunksize=4), total=len(jobs), desc='workcell test frames',
@@ -415,8 +416,8 @@ def format_oracle_rows(results: Sequence[dict[str, Any]]) -> list[str]:
                             f"{f(b['size_ratio_shortest']['median'], '{:.2f}')} |")
     if not rows:
         return []
-    return ['', '| model | cell | group | matched | IoU | true centre | true rotation | true size | orient. ° (median) '
-            '| longest / shortest side ratio |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    return ['', '| model | cell | group | matched | IoU | true centre | true rotation | true size '
+            '| orient. ° (median) | longest / shortest side ratio |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
             *rows]
 
 

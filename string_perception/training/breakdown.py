@@ -42,7 +42,8 @@ from string_perception import metrics
 from string_perception.box_ops import decode_box_params
 from string_perception.symmetry import nearest_relabelling, orientation_error_deg, paired_symmetric_iou
 
-STATS = ('iou', 'iou_true_centre', 'iou_true_rotation', 'iou_true_size', 'centre_xy_m', 'centre_z_m', 'centre_3d_m', 'scale_error', 'orientation_deg', 'volume_ratio',
+STATS = ('iou', 'iou_true_centre', 'iou_true_rotation', 'iou_true_size', 'centre_xy_m', 'centre_z_m', 'centre_3d_m',
+         'scale_error', 'orientation_deg', 'volume_ratio',
          'size_ratio_longest', 'size_ratio_middle', 'size_ratio_shortest')
 
 

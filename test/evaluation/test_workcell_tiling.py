@@ -86,7 +86,7 @@ def test_format_table_shows_what_each_true_part_buys():
 
 def test_seen_mesh_control_frames_repeat_the_held_out_seeds_with_training_meshes():
     cfg = WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3, seen_mesh_frames=2)
-    jobs = workcell._jobs(cfg)
+    jobs = workcell.frame_jobs(cfg)
     for cell in ('aloha', 'kuka'):
         held = [s for c, r, s in jobs if c == cell and r == workcell.HELDOUT]
         control = [s for c, r, s in jobs if c == cell and r == workcell.SEEN_MESHES]

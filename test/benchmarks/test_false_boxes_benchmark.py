@@ -1,0 +1,41 @@
+"""benchmarks/false_boxes.py: the tally of false boxes by role, and one rendered run end to end."""
+import json
+
+import pytest
+
+from benchmarks import false_boxes as bench
+from string_perception.evaluation import false_boxes as fb
+from test.support.tiny_model import save_tiny_model
+
+
+def test_tally_counts_only_false_boxes_by_role_per_group():
+    rows = [{'group': 'kuka/front', 'false': True, 'role': fb.ROBOT, 'score': 0.4},
+            {'group': 'kuka/front', 'false': True, 'role': fb.ROBOT, 'score': 0.6},
+            {'group': 'kuka/front', 'false': False, 'role': fb.LABELLED, 'score': 0.9},
+            {'group': 'kuka/left', 'false': True, 'role': fb.EMPTY, 'score': 0.3}]
+    t = bench.tally(rows)
+    assert list(t) == ['all', 'kuka/front', 'kuka/left']
+    assert (t['all']['kept'], t['all']['false']) == (4, 3)
+    assert t['kuka/front']['by_role'] == {'labelled': 0, 'unlabelled': 0, 'distractor': 0, 'robot': 2,
+                                          'structure': 0, 'empty': 0}
+    assert t['kuka/front']['score_by_role']['robot'] == pytest.approx(0.5)
+    assert t['kuka/front']['score_by_role']['labelled'] is None            # true boxes never enter the roles
+    row = '| kuka/left | 1 | 1 | 0 (0 %) | 0 (0 %) | 0 (0 %) | 0 (0 %) | 0 (0 %) | 1 (100 %) |'
+    assert row in bench.format_tally(t)
+
+
+@pytest.mark.slow
+def test_benchmark_renders_scores_and_writes_its_tables(tmp_path):
+    """One KUKA frame per rig at 96x128 through a tiny always-confident model: every kept box gets a role and a
+    verdict, and the per-cell tally adds up."""
+    model = save_tiny_model(tmp_path / 'tiny.onnx', logit_bias=3.0)
+    assert bench.main([str(model), '--frames-per-rig', '1', '--cells', 'kuka', '--height', '96', '--width', '128',
+                       '--min-visible-pixels', '64', '--processes', '1', '--threads', '1',
+                       '--out', str(tmp_path / 'out')]) == 0
+    res = json.loads((tmp_path / 'out' / 'results.json').read_text())
+    boxes, cell = res['boxes'], res['by_cell']['kuka']
+    assert boxes and {b['group'].split('/')[0] for b in boxes} == {'kuka'}
+    assert cell['kept'] == len(boxes) and cell['false'] == sum(b['false'] for b in boxes)
+    assert sum(cell['by_role'].values()) == cell['false']
+    assert all(b['false'] == (b['best_iou'] < 0.25) and 0 <= b['role'] < len(fb.ROLES) for b in boxes)
+    assert (tmp_path / 'out' / 'table.md').read_text().startswith('| group | kept | false |')
