@@ -47,25 +47,33 @@ def pixel_roles(seg: np.ndarray, geom_obj: np.ndarray, label_index: np.ndarray, 
     return roles
 
 
-def box_role_counts(params: np.ndarray, z: np.ndarray, K: np.ndarray, roles: np.ndarray,
-                    grow: float = GROW) -> np.ndarray:
-    """Pixels of each role inside each box: ``params`` ``[N,12]`` camera-frame boxes, ``z`` ``[H,W]`` exact z-depth
+def box_label_counts(params: np.ndarray, z: np.ndarray, K: np.ndarray, labels: np.ndarray, num_labels: int,
+                     grow: float = GROW) -> np.ndarray:
+    """Pixels of each label inside each box: ``params`` ``[N,12]`` camera-frame boxes, ``z`` ``[H,W]`` exact z-depth
     (metres, 0 / non-finite: none; pixel ``(u, v)`` is the point at ``u``, ``v``, as ``box_ops.project_points``
-    maps), ``K`` ``[3,3]``, ``roles`` ``[H,W]`` (:func:`pixel_roles`) -> int64
-    ``[N, len(ROLES)]`` (the ``empty`` column is 0: a box's emptiness is a zero row)."""
+    maps), ``K`` ``[3,3]``, ``labels`` int ``[H,W]`` in ``[0, num_labels)`` (< 0: not counted) -> int64
+    ``[N, num_labels]``. A pixel is inside when its surface point lies in the box grown by ``grow`` of its size on
+    every side."""
     params = np.asarray(params, np.float64).reshape(-1, 12)
-    out = np.zeros((len(params), len(ROLES)), np.int64)
-    valid = np.isfinite(z) & (z > 0) & (roles >= 0)                          # [H,W]
+    out = np.zeros((len(params), num_labels), np.int64)
+    valid = np.isfinite(z) & (z > 0) & (labels >= 0)                         # [H,W]
     v, u = np.nonzero(valid)                                                 # [P] pixel rows / columns
     d = z[v, u]
     pts = np.stack([(u - K[0, 2]) * d / K[0, 0], (v - K[1, 2]) * d / K[1, 1], d], axis=1)   # [P,3] pixel centres
-    pix_roles = roles[v, u].astype(np.int64)                                 # [P]
+    pix = labels[v, u].astype(np.int64)                                      # [P]
     t, R, size = decode_box_params(params)                                   # [N,3] [N,3,3] [N,3]
     for i in range(len(params)):
         local = (pts - t[i]) @ R[i]                                          # [P,3] in the box's axes
         inside = np.all(np.abs(local) <= 0.5 * size[i] * (1 + 2 * grow), axis=1)
-        out[i] = np.bincount(pix_roles[inside], minlength=len(ROLES))[:len(ROLES)]
+        out[i] = np.bincount(pix[inside], minlength=num_labels)[:num_labels]
     return out
+
+
+def box_role_counts(params: np.ndarray, z: np.ndarray, K: np.ndarray, roles: np.ndarray,
+                    grow: float = GROW) -> np.ndarray:
+    """:func:`box_label_counts` over the pixel roles of :func:`pixel_roles` -> int64 ``[N, len(ROLES)]`` (the
+    ``empty`` column is 0: a box's emptiness is a zero row)."""
+    return box_label_counts(params, z, K, roles, len(ROLES), grow)
 
 
 def box_roles(counts: np.ndarray) -> np.ndarray:
@@ -76,4 +84,4 @@ def box_roles(counts: np.ndarray) -> np.ndarray:
 
 
 __all__ = ['ROLES', 'LABELLED', 'UNLABELLED', 'DISTRACTOR', 'ROBOT', 'STRUCTURE', 'EMPTY', 'BACKGROUND', 'GROW',
-           'pixel_roles', 'box_role_counts', 'box_roles']
+           'pixel_roles', 'box_label_counts', 'box_role_counts', 'box_roles']
