@@ -83,8 +83,8 @@ UNLABELLED_BINS = ('visibility < 0.1', 'visible px < rule / 4', 'rule / 4 <= vis
 def unlabelled_reasons(rows: list[dict[str, Any]], rule_px: int) -> dict[str, int]:
     """False boxes on unlabelled objects by why their object is unlabelled -> ``{bin: count}``
     (:data:`UNLABELLED_BINS`): too occluded (the generator's ``min_visibility`` 0.1), or its visible pixels against
-    the label rule ``rule_px``; ``rule / 4`` is the rule of a model trained at twice the rule's input size (the accurate variant: 64 px at
-    240x320, 256 px at 640x480)."""
+    the label rule ``rule_px``; ``rule / 4`` is the rule of a model trained at twice the rule's input size (the
+    accurate variant: 64 px at 240x320, 256 px at 640x480)."""
     out = dict.fromkeys(UNLABELLED_BINS, 0)
     for r in rows:
         if 'object_visible_px' not in r:
