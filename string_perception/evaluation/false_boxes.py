@@ -37,7 +37,9 @@ def pixel_roles(seg: np.ndarray, geom_obj: np.ndarray, label_index: np.ndarray, 
     seg = np.asarray(seg)
     g = np.maximum(seg, 0)                                                   # [H,W] safe index
     obj = np.asarray(geom_obj)[g]                                            # [H,W] object index or -1
-    labelled = np.asarray(label_index)[np.maximum(obj, 0)] >= 0              # [H,W] (meaningful where obj >= 0)
+    label_index = np.asarray(label_index)
+    labelled = (label_index[np.maximum(obj, 0)] >= 0 if len(label_index)    # [H,W] (meaningful where obj >= 0)
+                else np.zeros(seg.shape, bool))
     roles = np.full(seg.shape, STRUCTURE, np.int8)
     roles[np.asarray(arm_geom, bool)[g]] = ROBOT
     roles[np.isin(seg, np.asarray(distractor_geom))] = DISTRACTOR

@@ -16,6 +16,8 @@ def test_pixel_roles_follow_the_segmentation():
     seg = np.array([[0, 1, 2, 3, 4, -1]])
     roles = fb.pixel_roles(seg, GEOM_OBJ, LABEL_INDEX, ARM, DISTRACTOR)
     assert roles.tolist() == [[fb.STRUCTURE, fb.ROBOT, fb.LABELLED, fb.UNLABELLED, fb.DISTRACTOR, fb.BACKGROUND]]
+    no_objects = fb.pixel_roles(np.array([[0, 1, -1]]), np.full(2, -1), np.zeros(0, int), ARM[:2], np.zeros(0, int))
+    assert no_objects.tolist() == [[fb.STRUCTURE, fb.ROBOT, fb.BACKGROUND]]        # a cell with nothing dropped
 
 
 def test_a_box_counts_the_surface_points_inside_it():
