@@ -28,29 +28,26 @@ from typing import Any
 import numpy as np
 
 from string_perception.evaluation import false_boxes as fb
-from string_perception.evaluation.workcell import (MAX_DETECTIONS, PRE_NMS_TOP_K, WorkcellEvalConfig, frame_jobs,
+from string_perception.evaluation.workcell import (WorkcellEvalConfig, as_test_frame, build_pipeline, frame_jobs,
                                                    frame_sim_config)
 
 
-def _render(job) -> dict[str, Any]:
-    """One rig test frame with its pixel roles and exact depth (a spawned worker: MuJoCo stays in it)."""
+def _render(job) -> tuple[Any, dict[str, np.ndarray]]:
+    """One rig test frame (the evaluator's ``TestFrame``) and what the simulator knows of its pixels: their roles,
+    exact depth, the object under each unlabelled-object pixel, and every object's visible pixels and visible
+    fraction (a spawned worker: MuJoCo stays in it)."""
     cell, rig, seed, cfg = job
     os.environ.setdefault('MUJOCO_GL', 'osmesa')
-    from string_perception import box_ops
     from string_perception.sim.generator import render_sim_scene
     truth = render_sim_scene(int(seed), frame_sim_config(cfg, cell, rig))
-    f, idx = truth.frame, truth.index
+    idx = truth.index
     roles = fb.pixel_roles(truth.geom_ids, idx.geom_obj, truth.label_index, idx.arm_geom, idx.distractor_geom)
     obj = np.where(truth.geom_ids >= 0, idx.geom_obj[np.maximum(truth.geom_ids, 0)], -1)       # [H,W] object or -1
-    unlabelled = np.where(roles == fb.UNLABELLED, obj, -1)                                       # [H,W]
-    params = box_ops.encode_box_params(np.asarray(f.translations, float).reshape(-1, 3),
-                                       np.asarray(f.rotations, float).reshape(-1, 3, 3),
-                                       np.asarray(f.sizes, float).reshape(-1, 3)).reshape(-1, 12)   # [M,12]
-    return {'cell': cell, 'rig': rig, 'seed': int(seed), 'rgb': f.rgb, 'depth_mm': f.depth_mm,
-            'K': np.asarray(f.K, float), 'params': params, 'labels': np.asarray(f.labels, np.int64),
-            'z': np.asarray(truth.depth_exact_m, np.float32), 'roles': roles, 'unlabelled': unlabelled,
-            'visible_px': np.asarray(truth.visible_px, np.int64),
-            'visibility': np.asarray(truth.visible_px / np.maximum(truth.total_px, 1e-9), float)}
+    return as_test_frame(cell, rig, seed, truth.frame), {
+        'z': np.asarray(truth.depth_exact_m, np.float32), 'roles': roles,
+        'unlabelled': np.where(roles == fb.UNLABELLED, obj, -1),                                 # [H,W]
+        'visible_px': np.asarray(truth.visible_px, np.int64),
+        'visibility': np.asarray(truth.visible_px / np.maximum(truth.total_px, 1e-9), float)}
 
 
 def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,14 +64,16 @@ def tally(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def dontcare_ap(frames: list[tuple[dict, dict, np.ndarray]], names: list[str], iou: float) -> dict[str, float]:
-    """AP3D at ``iou`` (symmetry-aware) of ``(pred, gt, dontcare[K])`` frames as scored and without the predictions
-    marked ``dontcare`` -> ``{'scored', 'dontcare'}``."""
+def dontcare_ap(frames: list[tuple[dict, dict, np.ndarray, np.ndarray]], num_classes: int,
+                iou: float) -> dict[str, float]:
+    """AP3D at ``iou`` of ``(pred, gt, ious_sym[K,M], dontcare[K])`` frames (``ious_sym``: the frame's symmetry-aware
+    IoUs, ``metrics.frame_ious_sym``) as scored and without the predictions marked ``dontcare`` -> ``{'scored',
+    'dontcare'}``."""
     from string_perception import metrics
-    preds, gts = [p for p, _, _ in frames], [g for _, g, _ in frames]
-    kept = [{k: v[~d] for k, v in p.items()} for p, _, d in frames]
-    return {'scored': metrics.ap3d(preds, gts, iou, len(names), metrics.frame_ious_sym(preds, gts, names))['mean'],
-            'dontcare': metrics.ap3d(kept, gts, iou, len(names), metrics.frame_ious_sym(kept, gts, names))['mean']}
+    preds, gts, ious = [p for p, *_ in frames], [g for _, g, *_ in frames], [i for _, _, i, _ in frames]
+    kept = [{k: v[~d] for k, v in p.items()} for p, _, _, d in frames]
+    return {'scored': metrics.ap3d(preds, gts, iou, num_classes, ious)['mean'],
+            'dontcare': metrics.ap3d(kept, gts, iou, num_classes, [i[~d] for _, _, i, d in frames])['mean']}
 
 
 UNLABELLED_BINS = ('visibility < 0.1', 'visible px < rule / 4', 'rule / 4 <= visible px < rule', 'visible px >= rule')
@@ -111,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from string_perception import metrics
-    from string_perception.runtime import Pipeline
     from string_perception.training.inference import detections_to_arrays
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('model', help='ONNX file')
@@ -129,31 +127,29 @@ def main(argv: list[str] | None = None) -> int:
     cfg = WorkcellEvalConfig(height=args.height, width=args.width, frames_per_rig=args.frames_per_rig,
                              heldout_frames=0, seen_mesh_frames=0, min_visible_pixels=args.min_visible_pixels)
     jobs = [(*j, cfg) for j in frame_jobs(cfg) if args.cells is None or j[0] in args.cells]
-    pipe = Pipeline(args.model, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-                    max_detections=MAX_DETECTIONS, pre_nms_top_k=PRE_NMS_TOP_K, intra_op_threads=args.threads,
-                    resize_mode=cfg.resize_mode)
+    pipe = build_pipeline(args.model, cfg, args.threads)
     names = list(pipe.labels)
     rows, frames = [], []
     with mp.get_context('spawn').Pool(max(1, args.processes)) as pool:
-        for f in tqdm(pool.imap(_render, jobs, chunksize=2), total=len(jobs), desc='frames'):
-            pred = detections_to_arrays(pipe(f['rgb'], f['depth_mm'], f['K']).detections)
-            gt = {'params': f['params'], 'labels': f['labels']}
+        for f, sim in tqdm(pool.imap(_render, jobs, chunksize=2), total=len(jobs), desc='frames'):
+            pred = detections_to_arrays(pipe(f.rgb, f.depth_mm, f.K).detections)
+            gt = {'params': f.params, 'labels': f.labels}
             iou = metrics.frame_ious_sym([pred], [gt], names)[0]                     # [K,M]
             best = iou.max(axis=1) if iou.shape[1] else np.zeros(len(pred['scores']))   # [K]
-            roles = fb.box_roles(fb.box_role_counts(pred['params'], f['z'], f['K'], f['roles']))   # [K]
-            dontcare = (best < args.iou) & (roles == fb.UNLABELLED)                 # [K]
-            frames.append((f['cell'], pred, gt, dontcare))
+            roles = fb.box_roles(fb.box_role_counts(pred['params'], sim['z'], f.K, sim['roles']))   # [K]
+            frames.append((f.cell, pred, gt, iou, (best < args.iou) & (roles == fb.UNLABELLED)))  # .., dontcare [K]
             for k in np.flatnonzero(pred['scores'] >= args.threshold):
-                row = {'group': f"{f['cell']}/{f['rig']}", 'cell': f['cell'], 'seed': f['seed'],
+                row = {'group': f'{f.cell}/{f.rig}', 'cell': f.cell, 'seed': f.seed,
                        'false': bool(best[k] < args.iou), 'role': int(roles[k]),
                        'score': float(pred['scores'][k]), 'best_iou': float(best[k])}
                 if row['false'] and roles[k] == fb.UNLABELLED:     # which object, and why the label rule left it out
-                    o = int(np.argmax(fb.box_label_counts(pred['params'][k:k + 1], f['z'], f['K'], f['unlabelled'],
-                                                          len(f['visible_px']))[0]))
-                    row.update(object_visible_px=int(f['visible_px'][o]), object_visibility=float(f['visibility'][o]))
+                    o = int(np.argmax(fb.box_label_counts(pred['params'][k:k + 1], sim['z'], f.K, sim['unlabelled'],
+                                                          len(sim['visible_px']))[0]))
+                    row.update(object_visible_px=int(sim['visible_px'][o]),
+                               object_visibility=float(sim['visibility'][o]))
                 rows.append(row)
-    ap = {cell: dontcare_ap([(p, g, d) for c, p, g, d in frames if c == cell], names, args.iou)
-          for cell in sorted({c for c, *_ in frames})}
+    ap = {cell: dontcare_ap([fr[1:] for fr in frames if fr[0] == cell], len(names), args.iou)
+          for cell in sorted({fr[0] for fr in frames})}
     unlabelled = {cell: unlabelled_reasons([r for r in rows if r['cell'] == cell], cfg.min_visible_pixels)
                   for cell in ap}
     by_cell = tally([dict(r, group=r['cell']) for r in rows])

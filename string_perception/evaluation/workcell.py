@@ -174,17 +174,21 @@ def frame_sim_config(cfg: WorkcellEvalConfig, cell: str, rig: str):
                      **cfg.sim_overrides)
 
 
-def _render(job) -> TestFrame:
-    cell, rig, seed, cfg = job
-    os.environ.setdefault('MUJOCO_GL', 'osmesa')
+def as_test_frame(cell: str, rig: str, seed: int, f) -> TestFrame:
+    """The ``TestFrame`` of a simulated frame ``f`` (``sim.SimFrame``) of ``cell``'s camera ``rig``."""
     from string_perception import box_ops
-    from string_perception.sim import generate_sim_frame
-    f = generate_sim_frame(int(seed), frame_sim_config(cfg, cell, rig))
     params = box_ops.encode_box_params(np.asarray(f.translations, float).reshape(-1, 3),
                                        np.asarray(f.rotations, float).reshape(-1, 3, 3),
                                        np.asarray(f.sizes, float).reshape(-1, 3)).reshape(-1, 12)   # [M,12]
     return TestFrame(cell, rig, int(seed), f.rgb, f.depth_mm, np.asarray(f.K, float), params,
                      np.asarray(f.labels, np.int64), np.asarray(f.visibility, float))
+
+
+def _render(job) -> TestFrame:
+    cell, rig, seed, cfg = job
+    os.environ.setdefault('MUJOCO_GL', 'osmesa')
+    from string_perception.sim import generate_sim_frame
+    return as_test_frame(cell, rig, seed, generate_sim_frame(int(seed), frame_sim_config(cfg, cell, rig)))
 
 
 def render_test_frames(cfg: WorkcellEvalConfig, processes: int = 2, cache: str | Path | None = None,
@@ -261,18 +265,25 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
     return out
 
 
+def build_pipeline(model_path: str | Path, cfg: WorkcellEvalConfig, threads: int = 2, resize_mode: str | None = None,
+                   tiling: str | None = None):
+    """The ``runtime.Pipeline`` (ONNX Runtime on the CPU) that scores ``model_path`` under ``cfg``'s decoding:
+    score threshold, NMS, the per-frame box limits, resize mode (``resize_mode`` overrides it) and ``tiling``."""
+    from string_perception.runtime import Pipeline
+    return Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
+                    nms_class_agnostic=cfg.nms_class_agnostic, max_detections=MAX_DETECTIONS,
+                    pre_nms_top_k=PRE_NMS_TOP_K, intra_op_threads=threads,
+                    resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling))
+
+
 def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: WorkcellEvalConfig,
                 threads: int = 2, resize_mode: str | None = None, tiling: str | None = None) -> dict[str, Any]:
     """Run ``model_path`` through ``runtime.Pipeline`` on ``frames``; the scores per rig, per cell and for the
     held-out objects (module docstring). ``tiling``: a ``runtime/tiling.py`` spec (``'2x2'``), None = no tiling."""
     from string_perception.training.inference import detections_to_arrays
-    from string_perception.runtime import Pipeline
     from string_perception.scenes import CLASS_NAMES
     from string_perception.sim.classes import OBJECT
-    pipe = Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
-                    nms_class_agnostic=cfg.nms_class_agnostic, max_detections=MAX_DETECTIONS,
-                    pre_nms_top_k=PRE_NMS_TOP_K, intra_op_threads=threads,
-                    resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling))
+    pipe = build_pipeline(model_path, cfg, threads, resize_mode, tiling)
     names = list(pipe.labels)
     preds, gts, latency = [], [], []
     for f in frames:
@@ -359,14 +370,19 @@ def _mesh_best_ious(preds: list[dict], gts: list[dict], names: list[str], mesh_l
     return metrics.best_iou_per_gt(preds, mesh_gts, False, ious_sym)
 
 
+def _cell(x: float | None, fmt: str = '{:.3f}') -> str:
+    """A table cell: ``x`` in ``fmt``, '-' for None or NaN."""
+    return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+
 def format_table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per model and cell, then one per model and rig."""
-    def f(x):
-        return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else f'{x:.3f}'
-
     def meshes(s, key):                      # a mesh column with its object count: a mean over few is noise
         n = s.get(f'{key}_num_gt')
-        return f(s.get(f'{key}_agnostic')) + ('' if n is None else f' (n {n})')
+        return _cell(s.get(f'{key}_agnostic')) + ('' if n is None else f' (n {n})')
+
+    def scores(s):                           # class-aware | agnostic | hit@0.25 | AP3D@0.25
+        return ' | '.join(_cell(s[k]) for k in ('class_aware', 'agnostic', 'hit_25', 'ap3d_25'))
 
     def seen(s):                             # the rig frames' training meshes; the paired control when rendered
         return meshes(s, 'seen_mesh') + (f"; paired {meshes(s, 'control_seen')}" if 'control_seen_num_gt' in s else '')
@@ -377,16 +393,15 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         size = f">= {r['min_gt_side_px']:g} px" if r.get('min_gt_side_px') else 'all'
         mode = r['resize_mode'] + ('' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}")
         for cell, s in r['cells'].items():
-            lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {f(s['class_aware'])} | "
-                         f"{f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} | {meshes(s, 'heldout')} | "
-                         f"{seen(s)} |")
+            lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {scores(s)} | "
+                         f"{meshes(s, 'heldout')} | {seen(s)} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
         mode = '' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}"
         for rig, s in r['rigs'].items():
             lines.append(f"| {Path(r['model']).name}{mode} | {rig} | {s['num_frames']} | {s['num_gt']} | "
-                         f"{f(s['class_aware'])} | {f(s['agnostic'])} | {f(s['hit_25'])} | {f(s['ap3d_25'])} |")
+                         f"{scores(s)} |")
     return '\n'.join(lines + format_oracle_rows(results)) + '\n'
 
 
@@ -398,8 +413,6 @@ def format_oracle_rows(results: Sequence[dict[str, Any]]) -> list[str]:
     """Markdown rows (a blank line and a table) of what one true part of the box buys per model, cell and group
     of matched objects: mean IoU as matched and with the true centre / rotation / size (training/breakdown.py),
     beside the median orientation error and longest / shortest side ratios; [] when no result holds breakdowns."""
-    def f(x, fmt='{:.3f}'):
-        return '-' if x is None else fmt.format(x)
     rows = []
     for r in results:
         mode = '' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}"
@@ -409,16 +422,16 @@ def format_oracle_rows(results: Sequence[dict[str, Any]]) -> list[str]:
                 if not b or 'iou_true_centre' not in b:
                     continue
                 rows.append(f"| {Path(r['model']).name}{mode} | {cell} | {name} | {b['num_matched']} | "
-                            + ' | '.join(f(b[k]['mean']) for k in ('iou', 'iou_true_centre', 'iou_true_rotation',
+                            + ' | '.join(_cell(b[k]['mean']) for k in ('iou', 'iou_true_centre', 'iou_true_rotation',
                                                                    'iou_true_size'))
-                            + f" | {f(b['orientation_deg']['median'], '{:.1f}')} | "
-                            f"{f(b['size_ratio_longest']['median'], '{:.2f}')} / "
-                            f"{f(b['size_ratio_shortest']['median'], '{:.2f}')} |")
+                            + f" | {_cell(b['orientation_deg']['median'], '{:.1f}')} | "
+                            f"{_cell(b['size_ratio_longest']['median'], '{:.2f}')} / "
+                            f"{_cell(b['size_ratio_shortest']['median'], '{:.2f}')} |")
     if not rows:
         return []
     return ['', '| model | cell | group | matched | IoU | true centre | true rotation | true size '
-            '| orient. ° (median) | longest / shortest side ratio |', '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
-            *rows]
+            '| orient. ° (median) | longest / shortest side ratio |',
+            '| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |', *rows]
 
 
 def parse_model_spec(spec: str) -> tuple[str, str | None, str | None]:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from benchmarks import false_boxes as bench
-from string_perception import box_ops
+from string_perception import box_ops, metrics
 from string_perception.evaluation import false_boxes as fb
 from test.support.tiny_model import save_tiny_model
 
@@ -42,9 +42,10 @@ def test_dontcare_ap_leaves_out_only_the_marked_boxes():
     far = box_ops.encode_box_params(np.array([0.5, 0.0, 1.0]), np.eye(3), np.full(3, 0.1))
     pred = {'params': np.stack([far, gt_box]), 'scores': np.array([0.95, 0.9]), 'labels': np.array([0, 0])}
     gt = {'params': gt_box[None], 'labels': np.array([0])}
-    ap = bench.dontcare_ap([(pred, gt, np.array([True, False]))], ['box'], 0.25)
+    ious = metrics.frame_ious_sym([pred], [gt], ['box'])[0]                    # [2,1]
+    ap = bench.dontcare_ap([(pred, gt, ious, np.array([True, False]))], 1, 0.25)
     assert ap == {'scored': pytest.approx(0.5), 'dontcare': pytest.approx(1.0)}
-    assert bench.dontcare_ap([(pred, gt, np.array([False, False]))], ['box'], 0.25)['dontcare'] == pytest.approx(0.5)
+    assert bench.dontcare_ap([(pred, gt, ious, np.array([False, False]))], 1, 0.25)['dontcare'] == pytest.approx(0.5)
 
 
 @pytest.mark.slow
