@@ -81,6 +81,11 @@ def test_workcell_stage1_recipe_is_the_model_card_command_line():
     assert replace(stage10, init_from=stage9.init_from, train_offset=stage9.train_offset, seed=stage9.seed,
                    steps=stage9.steps, val_every=stage9.val_every, keep_every=stage9.keep_every,
                    cache_file=stage9.cache_file, out=stage9.out) == stage9     # the one change: more of stage 9
+    stage11 = load_recipe(RECIPES / 'vitd_workcell_stage11.yaml')
+    assert stage11.init_from == f'{stage10.out}/last.pt'    # stage 11 starts from stage 10's last weights ...
+    assert stage11.train_offset == stage10.train_offset + stage10.num_train_frames  # ... on seeds no stage saw
+    assert replace(stage11, init_from=stage10.init_from, train_offset=stage10.train_offset, seed=stage10.seed,
+                   cache_file=stage10.cache_file, out=stage10.out) == stage10   # the one change: more of stage 10
 
 
 def test_cli_reads_the_recipe_and_flags_override_it(tmp_path):
