@@ -112,6 +112,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               'runs a frame (2x2: about 5x the inference time; docs/results/workcell.md); a window box the whole '
               'frame does not confirm scores x 0.3 (docs/results/tiling_precision.md)',
               choices=('none', '2x2', '3x3'), live=True),
+    ParamSpec('flip_tta', 'bool', False,
+              'flip test-time augmentation: the model also sees the frame mirrored left-right and each token\'s two '
+              'predictions are averaged before NMS (2x the inference time; with tiling, the whole-frame pass; '
+              'docs/results/workcell.md)', live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),

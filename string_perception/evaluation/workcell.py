@@ -67,7 +67,7 @@ LABEL_MIN_VISIBLE_PX_640x480 = 1024     # label rule A of docs/results/workcell.
 OWN_SIM_FIELDS = ('cell', 'height', 'width', 'cameras', 'object_split', 'mesh_object_fraction', 'min_visible_pixels')
 # WorkcellEvalConfig fields that change how frames are scored, never a frame (left out of the frames' cache key)
 SCORING_FIELDS = ('score_threshold', 'nms_iou', 'nms_class_agnostic', 'operating_threshold', 'resize_mode',
-                  'min_gt_side_px')
+                  'min_gt_side_px', 'flip_tta')
 MAX_DETECTIONS = 100            # boxes kept per frame after NMS
 PRE_NMS_TOP_K = 200             # candidates into NMS (the runtime's default)
 
@@ -111,6 +111,7 @@ class WorkcellEvalConfig:
                                             # pixels across (sqrt of its 2D box area); 0 = every labelled object
     sim_overrides: dict = field(default_factory=dict)   # further SimConfig fields of every frame (--sim), e.g.
                                                         # {'distractors': [2, 6]}; none of OWN_SIM_FIELDS
+    flip_tta: bool = False                  # flip test-time augmentation (runtime Pipeline / node parameter flip_tta)
 
     def __post_init__(self):
         own = sorted(set(self.sim_overrides) & set(OWN_SIM_FIELDS))
@@ -268,12 +269,13 @@ def group_scores(preds: list[dict], gts: list[dict], frames: Sequence[TestFrame]
 def build_pipeline(model_path: str | Path, cfg: WorkcellEvalConfig, threads: int = 2, resize_mode: str | None = None,
                    tiling: str | None = None):
     """The ``runtime.Pipeline`` (ONNX Runtime on the CPU) that scores ``model_path`` under ``cfg``'s decoding:
-    score threshold, NMS, the per-frame box limits, resize mode (``resize_mode`` overrides it) and ``tiling``."""
+    score threshold, NMS, the per-frame box limits, resize mode (``resize_mode`` overrides it), ``tiling`` and flip
+    test-time augmentation."""
     from string_perception.runtime import Pipeline
     return Pipeline(model_path, ('CPUExecutionProvider',), score_threshold=cfg.score_threshold, nms_iou=cfg.nms_iou,
                     nms_class_agnostic=cfg.nms_class_agnostic, max_detections=MAX_DETECTIONS,
                     pre_nms_top_k=PRE_NMS_TOP_K, intra_op_threads=threads,
-                    resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling))
+                    resize_mode=resize_mode or cfg.resize_mode, tiling=parse_tiling(tiling), flip_tta=cfg.flip_tta)
 
 
 def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: WorkcellEvalConfig,
@@ -295,6 +297,7 @@ def score_model(model_path: str | Path, frames: Sequence[TestFrame], cfg: Workce
     out: dict[str, Any] = {'model': str(model_path), 'labels': names, 'input_hw': list(pipe.input_hw),
                            'resize_mode': resize_mode or cfg.resize_mode, 'min_gt_side_px': cfg.min_gt_side_px,
                            'sim_overrides': dict(cfg.sim_overrides), 'tiling': tiling or 'none',
+                           'flip_tta': cfg.flip_tta,
                            'inference_ms_p50': float(np.median(latency)), 'cells': {}, 'rigs': {}}
     idx = np.arange(len(frames))
     for cell in sorted({f.cell for f in frames}):
@@ -375,6 +378,12 @@ def _cell(x: float | None, fmt: str = '{:.3f}') -> str:
     return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
+def _passes(result: dict[str, Any]) -> str:
+    """' + tiles 2x2', ' + flip', both or '': the passes a result's model ran beyond the whole frame."""
+    tiles = '' if result.get('tiling', 'none') == 'none' else f" + tiles {result['tiling']}"
+    return tiles + (' + flip' if result.get('flip_tta') else '')
+
+
 def format_table(results: Sequence[dict[str, Any]]) -> str:
     """Markdown: one row per model and cell, then one per model and rig."""
     def meshes(s, key):                      # a mesh column with its object count: a mean over few is noise
@@ -391,14 +400,14 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
              '| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
         size = f">= {r['min_gt_side_px']:g} px" if r.get('min_gt_side_px') else 'all'
-        mode = r['resize_mode'] + ('' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}")
+        mode = r['resize_mode'] + _passes(r)
         for cell, s in r['cells'].items():
             lines.append(f"| {Path(r['model']).name} | {mode} | {size} | {cell} | {scores(s)} | "
                          f"{meshes(s, 'heldout')} | {seen(s)} |")
     lines += ['', '| model | rig | frames | objects | class-aware | agnostic | hit@0.25 | AP3D@0.25 |',
               '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |']
     for r in results:
-        mode = '' if r.get('tiling', 'none') == 'none' else f" + tiles {r['tiling']}"
+        mode = _passes(r)
         for rig, s in r['rigs'].items():
             lines.append(f"| {Path(r['model']).name}{mode} | {rig} | {s['num_frames']} | {s['num_gt']} | "
                          f"{scores(s)} |")
@@ -466,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--nms-iou', type=float, default=d.nms_iou, help='NMS overlap (runtime nms_iou)')
     p.add_argument('--nms-class-agnostic', action='store_true',
                    help='NMS across classes (runtime nms_class_agnostic); default class-wise')
+    p.add_argument('--flip-tta', action='store_true',
+                   help='flip test-time augmentation (runtime flip_tta): every model also sees each frame mirrored')
     p.add_argument('--processes', type=int, default=2)
     p.add_argument('--threads', type=int, default=2)
     p.add_argument('--cache', default='', help='keep the rendered frames in this .npz (reused when it matches)')
@@ -480,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
                              operating_threshold=args.operating_threshold,
                              min_visible_pixels=args.min_visible_pixels, sim_overrides=dict(args.sim),
                              min_gt_side_px=args.min_gt_side_px, nms_iou=args.nms_iou,
-                             nms_class_agnostic=args.nms_class_agnostic)
+                             nms_class_agnostic=args.nms_class_agnostic, flip_tta=args.flip_tta)
     t0 = time.perf_counter()
     frames = render_test_frames(cfg, args.processes, args.cache or None)    # keyed without the SCORING_FIELDS
     print(f'{len(frames)} test frames in {time.perf_counter() - t0:.0f} s', flush=True)

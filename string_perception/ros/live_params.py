@@ -26,7 +26,7 @@ def pipeline_settings(cfg: Mapping[str, Any], model_metadata: Any) -> dict[str, 
     return dict(score_threshold=P.effective_score_threshold(cfg['score_threshold'], model_metadata),
                 nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'], pre_nms_top_k=cfg['pre_nms_top_k'],
                 max_depth_m=cfg['max_depth_m'] or None, nms_class_agnostic=cfg['nms_class_agnostic'],
-                multi_label=cfg['multi_label'], resize_mode=cfg['resize_mode'])
+                multi_label=cfg['multi_label'], resize_mode=cfg['resize_mode'], flip_tta=cfg['flip_tta'])
 
 
 def tiling_setting(cfg: Mapping[str, Any]) -> TilingConfig | None:

@@ -8,6 +8,7 @@ camera frame -> :func:`prepare_inputs` -> :class:`OnnxModel` -> :func:`decode_de
 >>> pipe = Pipeline(path, tracking=TrackerConfig())     # tracking on: stateful per stream
 >>> pipe(rgb, depth, K, stamp_s=t).tracks              # Tracks (ids, filtered boxes, velocities); reset_tracking()
 >>> pipe = Pipeline(path, tiling=parse_tiling('2x2'))  # whole frame + 2x2 overlapping windows, one merged box list
+>>> pipe = Pipeline(path, flip_tta=True)                # the frame and its mirror image, averaged per token (.flip_tta)
 
 Errors: a bad frame raises :class:`InputError` (``kind`` for per-kind counters) and leaves the pipeline usable
 for the next frame; a frame with no valid depth is processed and reported in ``result.warnings``. Model faults
@@ -23,6 +24,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
+from .flip_tta import flip_inputs, fuse_flip_passes
 from .onnx_runner import DEFAULT_PROVIDERS, TOKENS_OUTPUT, OnnxModel
 from .postprocess import Detections, check_decode_params, decode_detections
 from .preprocess import RESIZE_MODES, ModelInputs, prepare_inputs, stack_inputs, to_rgb
@@ -53,22 +55,25 @@ class PipelineResult:
 class Pipeline:
     """``Pipeline(model_path, providers, score_threshold=0.3, nms_iou=0.3, max_detections=50, pre_nms_top_k=200,
     max_depth_m=None, tracking=None, nms_class_agnostic=False, multi_label=False, resize_mode='pad',
-    tiling=None, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
+    tiling=None, flip_tta=False, **OnnxModel kwargs)``; call it on a frame, or :meth:`run_batch` on many.
     ``tracking``: a :class:`TrackerConfig` adds the tracking stage (one stream per pipeline; frames in order).
     ``tiling``: a :class:`~.tiling.TilingConfig` runs the model on the whole frame (``resize_mode``) plus its
     windows and merges the candidates of every pass in one decoding (:mod:`.tiling`); the embedding and
     ``intrinsics`` / ``crop_xywh`` are the full-frame pass's, ``inference_ms`` is all passes together.
     ``resize_mode``: ``'pad'`` looks at the whole camera frame (tokens in the padding never give a detection),
-    ``'crop'`` at the largest centred crop with the model's aspect ratio (``preprocess``)."""
+    ``'crop'`` at the largest centred crop with the model's aspect ratio (``preprocess``).
+    ``flip_tta``: the frame (with tiling: its full-frame pass) also runs mirrored left-right and each token's two
+    predictions are averaged before decoding (:mod:`.flip_tta`); ``inference_ms`` counts both passes."""
 
     def __init__(self, model_path, providers: Sequence = DEFAULT_PROVIDERS, *, score_threshold: float = 0.3,
                  nms_iou: float = 0.3, max_detections: int = 50, pre_nms_top_k: int = 200,
                  max_depth_m: float | None = None, model: OnnxModel | None = None,
                  tracking: TrackerConfig | None = None, nms_class_agnostic: bool = False, multi_label: bool = False,
-                 resize_mode: str = 'pad', tiling: TilingConfig | None = None, **model_kwargs):
+                 resize_mode: str = 'pad', tiling: TilingConfig | None = None, flip_tta: bool = False,
+                 **model_kwargs):
         self.set_params(score_threshold=score_threshold, nms_iou=nms_iou, max_detections=max_detections,
                         pre_nms_top_k=pre_nms_top_k, max_depth_m=max_depth_m, nms_class_agnostic=nms_class_agnostic,
-                        multi_label=multi_label, resize_mode=resize_mode)
+                        multi_label=multi_label, resize_mode=resize_mode, flip_tta=flip_tta)
         self.set_tracking(tracking)
         self.set_tiling(tiling)
         self.model = model if model is not None else OnnxModel(model_path, providers, **model_kwargs)
@@ -81,15 +86,17 @@ class Pipeline:
     def set_params(self, *, score_threshold: float | None = None, nms_iou: float | None = None,
                    max_detections: int | None = None, pre_nms_top_k: int | None = None,
                    max_depth_m: float | None | str = 'unchanged', nms_class_agnostic: bool | None = None,
-                   multi_label: bool | None = None, resize_mode: str | None = None) -> None:
+                   multi_label: bool | None = None, resize_mode: str | None = None,
+                   flip_tta: bool | None = None) -> None:
         """Change postprocess/preprocess parameters (validated together; ``ValueError`` leaves them unchanged)."""
-        cur = getattr(self, '_params', {'nms_class_agnostic': False, 'multi_label': False, 'resize_mode': 'pad'})
+        cur = getattr(self, '_params', {'nms_class_agnostic': False, 'multi_label': False, 'resize_mode': 'pad',
+                                        'flip_tta': False})
         new = dict(cur)
         if resize_mode is not None:
             if resize_mode not in RESIZE_MODES:
                 raise ValueError(f'resize_mode must be one of {RESIZE_MODES}, got {resize_mode!r}')
             new['resize_mode'] = resize_mode
-        for k, v in (('nms_class_agnostic', nms_class_agnostic), ('multi_label', multi_label)):
+        for k, v in (('nms_class_agnostic', nms_class_agnostic), ('multi_label', multi_label), ('flip_tta', flip_tta)):
             if v is not None:
                 new[k] = bool(v)
         for k, v in (('score_threshold', score_threshold), ('nms_iou', nms_iou),
@@ -187,12 +194,25 @@ class Pipeline:
             boxes, logits = boxes[keep], logits[keep]
         return self._decode_candidates(boxes, logits, keep)
 
+    def _flipped(self, passes: list[ModelInputs]) -> list[ModelInputs]:
+        """``passes`` with pass 0 mirrored inserted as pass 1 when ``flip_tta`` is on."""
+        return passes[:1] + [flip_inputs(passes[0])] + passes[1:] if self._params['flip_tta'] else passes
+
+    def _fused(self, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs of :meth:`_flipped` passes with passes 0 and 1 fused (no-op without ``flip_tta``)."""
+        if not self._params['flip_tta']:
+            return outputs
+        p = self.model.metadata.patch_size
+        return fuse_flip_passes(outputs, (self.input_hw[0] // p, self.input_hw[1] // p))
+
     # ------------------------------------------------------------------ tiled inference
-    def _run_passes(self, passes: Sequence[ModelInputs]) -> dict[str, np.ndarray]:
-        """Every pass through the model: one call when the tiling batches and the model takes that batch, else one
-        call per pass; outputs stacked ``[P,...]``."""
+    def _run_passes(self, passes: Sequence[ModelInputs], batch: bool = True) -> dict[str, np.ndarray]:
+        """Every pass through the model: one call when ``batch`` and the model takes that batch, else one call per
+        pass; outputs stacked ``[P,...]``."""
         static = self.model._static_batch
-        if self.tiling.batch and static in (None, len(passes)):
+        if len(passes) == 1:
+            return self.model.run(**passes[0].feed())
+        if batch and static in (None, len(passes)):
             return self.model.run(**stack_inputs(passes))
         runs = [self.model.run(**x.feed()) for x in passes]
         return {k: np.concatenate([r[k] for r in runs], axis=0) for k in runs[0]}
@@ -207,7 +227,7 @@ class Pipeline:
         passes = [full] + [prepare_inputs(rgb, depth, K, self.input_hw, max_depth_m=self._params['max_depth_m'],
                                           depth_encoding=depth_encoding, window_xywh=win) for win in windows]
         t1 = time.perf_counter()
-        outputs = self._run_passes(passes)                                        # boxes [P,N,12], logits [P,N,C]
+        outputs = self._fused(self._run_passes(self._flipped(passes), cfg.batch))  # boxes [P,N,12], logits [P,N,C]
         t2 = time.perf_counter()
         n = outputs['boxes'].shape[1]
         full_tokens = self._frame_tokens(full, n)                                 # [n'] or None = all
@@ -241,7 +261,7 @@ class Pipeline:
             tracks, track_ms = self._track(dets, stamp_s)
             return self._result(inputs, dets, outputs, 0, self._timings(**stages, tracking_ms=track_ms), tracks)
         t1 = time.perf_counter()
-        outputs = self.model.run(**inputs.feed())
+        outputs = self._fused(self._run_passes(self._flipped([inputs])))         # boxes [1,N,12], logits [1,N,C]
         t2 = time.perf_counter()
         dets = self._decode(outputs, 0, inputs)
         t3 = time.perf_counter()
@@ -267,7 +287,8 @@ class Pipeline:
         """Frames ``(rgb, depth, K)`` or ``(rgb, depth, K, encoding)`` -> one result per frame, in order.
 
         Frames are preprocessed one by one and run ``batch_size`` at a time (1 for a fixed-batch model); the
-        results equal calling the pipeline on each frame. With tiling each frame is one call (its passes batched). Timings are per frame (inference = batch time / B).
+        results equal calling the pipeline on each frame. With tiling or ``flip_tta`` each frame is one call (its
+        passes batched). Timings are per frame (inference = batch time / B).
         ``on_error='raise'`` re-raises a frame's :class:`InputError`; ``'return'`` puts it in that frame's slot.
         With tracking, frames are tracked in order (``stamps``: seconds per frame, else ``default_dt_s`` apart).
         """
@@ -277,8 +298,8 @@ class Pipeline:
             raise ValueError(f'batch_size must be >= 1, got {batch_size}')
         if self.model._static_batch is not None:
             batch_size = self.model._static_batch
-        if self.tiling is not None:
-            return self._run_tiled_frames(frames, on_error, stamps)
+        if self.tiling is not None or self._params['flip_tta']:
+            return self._run_frames_one_by_one(frames, on_error, stamps)
         results: list[PipelineResult | InputError | None] = []
         pending: list[tuple[int, ModelInputs, float]] = []
 
@@ -317,9 +338,9 @@ class Pipeline:
         flush()
         return results  # type: ignore[return-value]
 
-    def _run_tiled_frames(self, frames: Iterable[Sequence], on_error: str,
-                          stamps: Sequence[float] | None) -> list[PipelineResult | InputError]:
-        """:meth:`run_batch` with tiling: one pipeline call per frame, in order."""
+    def _run_frames_one_by_one(self, frames: Iterable[Sequence], on_error: str,
+                               stamps: Sequence[float] | None) -> list[PipelineResult | InputError]:
+        """:meth:`run_batch` with tiling or flip_tta: one pipeline call per frame, in order."""
         results: list[PipelineResult | InputError] = []
         for i, frame in enumerate(frames):
             try:

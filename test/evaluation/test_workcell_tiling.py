@@ -44,6 +44,10 @@ def test_score_model_with_tiles(tmp_path, monkeypatch):
     assert tiled['inference_ms_p50'] > 0 and set(tiled['rigs']) == {'kuka/front'}
     table = format_table([plain, tiled])
     assert '| pad + tiles 2x2 |' in table and 'tiny.onnx + tiles 2x2 | kuka/front' in table
+    passes.clear()
+    flipped = score_model(model, frames, dataclasses.replace(cfg, flip_tta=True), threads=1)
+    assert passes[-2:] == [2, 2] and flipped['flip_tta'] is True   # the frame and its mirror image, batched
+    assert '| pad + flip |' in format_table([flipped])
 
 
 def test_mesh_best_ious_counts_only_mesh_objects():
@@ -103,14 +107,15 @@ def test_scoring_options_keep_the_rendered_frames():
     """NMS, thresholds and resize mode change how frames are scored, not the frames: one cache serves them all."""
     base = WorkcellEvalConfig(frames_per_rig=0, heldout_frames=3)
     other = dataclasses.replace(base, score_threshold=0.1, nms_iou=0.5, nms_class_agnostic=True,
-                                operating_threshold=0.5, resize_mode='crop', min_gt_side_px=32.0)
+                                operating_threshold=0.5, resize_mode='crop', min_gt_side_px=32.0, flip_tta=True)
     assert set(workcell.SCORING_FIELDS) < set(dataclasses.asdict(base))
     assert other.frames_key() == base.frames_key()
     assert dataclasses.replace(base, height=240).frames_key() != base.frames_key()
-    args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x', '--nms-iou', '0.5', '--nms-class-agnostic'])
-    assert (args.nms_iou, args.nms_class_agnostic) == (0.5, True)
+    args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x', '--nms-iou', '0.5', '--nms-class-agnostic',
+                                               '--flip-tta'])
+    assert (args.nms_iou, args.nms_class_agnostic, args.flip_tta) == (0.5, True, True)
     args = workcell.build_parser().parse_args(['m.onnx', '--out', 'x'])
-    assert (args.nms_iou, args.nms_class_agnostic) == (WorkcellEvalConfig.nms_iou, False)
+    assert (args.nms_iou, args.nms_class_agnostic, args.flip_tta) == (WorkcellEvalConfig.nms_iou, False, False)
     for bad in (0.0, 1.5, float('nan')):       # refused when the config is made, before frames are rendered
         with pytest.raises(ValueError, match='nms_iou'):
             WorkcellEvalConfig(nms_iou=bad)

@@ -125,7 +125,7 @@ def test_pipeline_settings_resolve_the_model_threshold_and_no_depth_limit():
     assert s['max_depth_m'] is None
     assert pipeline_settings({**cfg, 'score_threshold': 0.25}, meta)['score_threshold'] == 0.25
     assert set(s) == {'score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k', 'max_depth_m',
-                      'nms_class_agnostic', 'multi_label', 'resize_mode'}
+                      'nms_class_agnostic', 'multi_label', 'resize_mode', 'flip_tta'}
 
 
 def test_the_tiling_parameter_maps_to_the_pipeline_tiling_and_refuses_other_grids():

@@ -53,7 +53,7 @@ SCRIPT = textwrap.dedent('''
     def sinks():
         pp = node.pipeline.params
         return {'pipeline': {k: pp[k] for k in ('score_threshold', 'nms_iou', 'max_detections', 'pre_nms_top_k',
-                                                'max_depth_m', 'nms_class_agnostic', 'multi_label')},
+                                                'max_depth_m', 'nms_class_agnostic', 'multi_label', 'flip_tta')},
                 'marker_alpha': node.outputs.markers.alpha, 'marker_lifetime': node.outputs.markers.lifetime_s,
                 'gate': [node.inputs.gate.max_future_s, node.inputs.gate.reset_jump_s],
                 'watch': node.inputs.watch.timeout_s,
@@ -142,8 +142,9 @@ def test_every_live_parameter_reaches_its_sink_while_active(tmp_path, model_path
     v = LIVE_VALUES
     assert after['pipeline'] == {'score_threshold': v['score_threshold'], 'nms_iou': v['nms_iou'],
                                  'max_detections': v['max_detections'], 'pre_nms_top_k': v['pre_nms_top_k'],
-                                 'max_depth_m': v['max_depth_m'], 'nms_class_agnostic': True, 'multi_label': True}
-    assert before['pipeline']['nms_class_agnostic'] is False and before['pipeline']['multi_label'] is False
+                                 'max_depth_m': v['max_depth_m'], 'nms_class_agnostic': True, 'multi_label': True,
+                                 'flip_tta': True}
+    assert not any(before['pipeline'][k] for k in ('nms_class_agnostic', 'multi_label', 'flip_tta'))
     assert after['marker_alpha'] == v['marker_alpha'] and after['marker_lifetime'] == v['marker_lifetime']
     # ~/label_info: the configure-time threshold, then the live one (latched, so late subscribers get it too)
     thresholds = out['label_info_thresholds']

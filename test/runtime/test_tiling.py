@@ -1,5 +1,4 @@
 """runtime/tiling.py and Pipeline(tiling=...): window layout, per-window inputs, the border rule and the merge."""
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,10 +8,10 @@ from string_perception.runtime import Pipeline, prepare_inputs
 from string_perception.runtime.tile_merge import MergeRule
 from string_perception.runtime.tiling import (DEFAULT_MERGE, TilingConfig, inner_borders, merge_candidates,
                                               parse_tiling, window_keep, window_layout)
+from test.support.depth_blob_model import K640, DepthBlobModel, blob_scene
 from test.support.tiny_model import TINY_TOKENS_DIM, save_tiny_model
 
 CPU_ONLY = ('CPUExecutionProvider',)
-K640 = np.array([[600.0, 0.0, 319.5], [0.0, 600.0, 239.5], [0.0, 0.0, 1.0]])
 
 
 # ------------------------------------------------------------------------------------------------ layout
@@ -84,7 +83,8 @@ def test_parse_tiling():
                                agnostic=True)
     assert parse_tiling(cfg.spec) == cfg and parse_tiling('2x2').spec == '2x2'
     assert parse_tiling('2x2,margin=0.1,overlap=0.2').margin == 0.1                  # options in any order
-    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.2', '2x2,overlap=0.1,margin=0.1', '2x2,margin=-0.1'):
+    for bad in ('2', 'axb', '2x2,foo=1', '2x2,full=2', '0x2', '2x2,overlap=1', '2x2,margin=0.2',
+                '2x2,overlap=0.1,margin=0.1', '2x2,margin=-0.1'):
         with pytest.raises(ValueError):
             parse_tiling(bad)
 
@@ -98,63 +98,12 @@ def test_window_inputs_must_lie_in_the_frame():
 
 
 # ------------------------------------------------------------------------------------------------ pipeline
-class DepthBlobModel:
-    """A stand-in for the model that measures what it sees: every token over the near region (0 < depth < 1.5 m)
-    gives one box whose centre is the back-projection (with the intrinsics it is given) of the region's extent's
-    centre at the region's mean depth and whose x/y size is that extent in metres (z: 5 cm); logit 3 there,
-    -10 elsewhere. So a window's box equals the full frame's only if the window's intrinsics are right, and an
-    object cut by a window border gives a truncated box."""
-
-    labels = ('cube',)
-    provider = 'fake'
-    path = 'depth_blob'
-    _static_batch = None
-
-    def __init__(self, input_hw=(120, 160), patch=8):
-        self.input_hw, self.patch = input_hw, patch
-        self.metadata = SimpleNamespace(patch_size=patch)
-
-    def run(self, image, depth, intrinsics):
-        B, H, W = depth.shape
-        p = self.patch
-        N = (H // p) * (W // p)
-        boxes = np.zeros((B, N, 12), np.float32)
-        boxes[..., 2], boxes[..., 3], boxes[..., 7], boxes[..., 9:12] = 3.0, 1.0, 1.0, 0.05   # far, identity
-        logits = np.full((B, N, 1), -10.0, np.float32)
-        for b in range(B):
-            near = (depth[b] > 0) & (depth[b] < 1.5)                                     # [H,W]
-            if not near.any():
-                continue
-            v, u = np.nonzero(near)
-            z = float(depth[b][near].mean())
-            K = intrinsics[b].astype(np.float64)
-            uc, vc = (u.min() + u.max()) / 2, (v.min() + v.max()) / 2
-            tok = near.reshape(H // p, p, W // p, p).any(axis=(1, 3)).reshape(-1)      # [N]
-            boxes[b, tok, 0] = (uc - K[0, 2]) * z / K[0, 0]
-            boxes[b, tok, 1] = (vc - K[1, 2]) * z / K[1, 1]
-            boxes[b, tok, 2] = z
-            boxes[b, tok, 9] = (u.max() - u.min() + 1) * z / K[0, 0]
-            boxes[b, tok, 10] = (v.max() - v.min() + 1) * z / K[1, 1]
-            logits[b, tok, 0] = 3.0
-        return {'boxes': boxes, 'logits': logits, 'embedding': np.zeros((B, 4), np.float32)}
-
-
-def _scene(x0, x1, y0, y1):
-    """A 640x480 frame: background at 2 m, a near object (1 m) over columns x0..x1-1 and rows y0..y1-1."""
-    rgb = np.full((480, 640, 3), 128, np.uint8)
-    depth = np.full((480, 640), 2000, np.uint16)
-    depth[y0:y1, x0:x1] = 1000
-    truth_t = np.array([((x0 + x1 - 1) / 2 - K640[0, 2]) / 600.0, ((y0 + y1 - 1) / 2 - K640[1, 2]) / 600.0, 1.0])
-    truth_size = np.array([(x1 - x0) / 600.0, (y1 - y0) / 600.0, 0.05])
-    return (rgb, depth, K640), truth_t, truth_size
-
-
 def _pipe(tiling=None):
     return Pipeline('depth_blob', model=DepthBlobModel(), score_threshold=0.3, nms_iou=0.3, tiling=tiling)
 
 
 def test_a_window_box_is_the_full_frame_box():
-    frame, t, size = _scene(90, 150, 70, 130)                 # inside window 0 of the 2x2 layout only
+    frame, t, size = blob_scene(90, 150, 70, 130)             # inside window 0 of the 2x2 layout only
     full = _pipe()(*frame).detections
     tiled = _pipe(TilingConfig(full_frame_boxes=False))(*frame).detections
     assert len(full) == 1 and len(tiled) == 1
@@ -166,7 +115,7 @@ def test_a_window_box_is_the_full_frame_box():
 
 
 def test_an_object_seen_whole_by_two_windows_gives_one_box():
-    frame, t, size = _scene(300, 340, 80, 120)                # in the overlap of windows 0 and 1 (columns 294..345)
+    frame, t, size = blob_scene(300, 340, 80, 120)            # in the overlap of windows 0 and 1 (columns 294..345)
     for cfg in (TilingConfig(margin=0.0, full_frame_boxes=False), TilingConfig(overlap=0.3, margin=0.1),
                 TilingConfig(overlap=0.3, margin=0.1, full_frame_boxes=False)):   # both windows keep it
         dets = _pipe(cfg)(*frame).detections
@@ -175,7 +124,7 @@ def test_an_object_seen_whole_by_two_windows_gives_one_box():
 
 
 def test_a_box_cut_by_an_inner_border_is_dropped():
-    frame, t, size = _scene(320, 420, 80, 120)                # window 0 (columns 0..345) sees 26 of its 100 px
+    frame, t, size = blob_scene(320, 420, 80, 120)            # window 0 (columns 0..345) sees 26 of its 100 px
     plain = MergeRule()                                       # every window box at its own score
     cut = _pipe(TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False, merge=plain))(*frame).detections
     assert len(cut) == 2                                      # without the rule: the whole box and the cut one
@@ -187,7 +136,7 @@ def test_a_box_cut_by_an_inner_border_is_dropped():
 
 
 def test_the_default_merge_rule_down_weights_the_unconfirmed_cut_box():
-    frame, t, size = _scene(320, 420, 80, 120)                # as above: window 0 sees a cut box the full frame lacks
+    frame, t, size = blob_scene(320, 420, 80, 120)            # as above: window 0 sees a cut box the full frame lacks
     cfg = TilingConfig(overlap=0.15, margin=0.0, full_frame_boxes=False)
     assert cfg.merge == DEFAULT_MERGE and DEFAULT_MERGE.unconfirmed == 0.3
     pipe = Pipeline('depth_blob', model=DepthBlobModel(), score_threshold=0.05, nms_iou=0.3, tiling=cfg)
@@ -260,7 +209,7 @@ class ZoomNamingModel(DepthBlobModel):
 
 
 def test_agnostic_merge_leaves_one_box_where_passes_disagree_on_the_class():
-    frame, t, size = _scene(90, 150, 70, 130)
+    frame, t, size = blob_scene(90, 150, 70, 130)
     pipe = Pipeline('zoom', model=ZoomNamingModel(), score_threshold=0.3, nms_iou=0.3, tiling=TilingConfig())
     assert sorted(pipe(*frame).detections.class_names) == ['cube', 'sphere']
     pipe.set_tiling(TilingConfig(agnostic=True))
