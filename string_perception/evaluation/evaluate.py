@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--max-detections', type=int, default=50)
     p.add_argument('--multi-label', action='store_true',
                    help='a candidate box for every (token, class) pair over the threshold (RetinaNet-style decoding)')
+    p.add_argument('--flip-tta', action='store_true',
+                   help='flip test-time augmentation (the runtime / node parameter flip_tta): each frame also runs '
+                        'mirrored left-right, the two passes fused per token before decoding')
     p.add_argument('--num-draw', type=int, default=4, help='annotated frames to write')
     p.add_argument('--draw-threshold', type=float, default=0.3, help='score of the boxes drawn on the frames')
     p.add_argument('--out', default='runs/eval', help='output directory')
@@ -152,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     decode = {'score_threshold': args.score_threshold, 'nms_iou': args.nms_iou,
               'max_detections': args.max_detections, 'multi_label': args.multi_label}
     res = predict(model, dataset, device=args.device, batch_size=args.batch_size, decode=decode,
-                  num_workers=num_workers, progress=not args.no_progress)
+                  num_workers=num_workers, progress=not args.no_progress, flip_tta=args.flip_tta)
     if args.operating_threshold is None:
         operating, operating_source = node_threshold(args.checkpoint)
     else:
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         'num_frames': len(seeds),
         'num_objects': int(sum(len(g['labels']) for g in res['gts'])),
         'decode': decode,
+        'flip_tta': args.flip_tta,
         'operating_threshold': {'value': operating, 'source': operating_source},
         'train_step': ckpt.get('step'),
         'headline': headline(summary),

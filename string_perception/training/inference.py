@@ -65,8 +65,10 @@ def _no_grad(fn):
 @_no_grad
 def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cpu', batch_size: int = 16,
             decode: dict[str, Any] | None = None, criterion=None, num_workers: int = 0,
-            progress: bool = False) -> dict[str, Any]:
+            progress: bool = False, flip_tta: bool = False) -> dict[str, Any]:
     """Run ``model`` over every frame of ``dataset`` (a :class:`~string_perception.training.data.SceneDataset`).
+    ``flip_tta``: each frame also runs mirrored left-right and the two passes are fused per token before decoding,
+    as the runtime's ``flip_tta`` does (``runtime/flip_tta.py``; the losses are the plain pass's).
 
     Returns ``{'preds': [per-frame decode_outputs dict], 'gts': [{'params': float64[M,12], 'labels': int64[M]}],
     'seeds': [int], 'losses': {name: mean over batches} (when ``criterion`` is given)}``.
@@ -96,6 +98,8 @@ def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cp
             n_batches += 1
         boxes = out['boxes'].float().cpu().numpy()     # [B,N,12]
         logits = out['logits'].float().cpu().numpy()   # [B,N,C]
+        if flip_tta:
+            boxes, logits = _fused_with_flip(model, image, depth, K, boxes, logits)
         for b in range(boxes.shape[0]):
             preds.append(decode_outputs(boxes[b], logits[b], labels, **decode))
             gts.append(batch['gts'][b])                  # the generator's boxes, never the canonical targets
@@ -103,6 +107,21 @@ def predict(model: torch.nn.Module, dataset, *, device: torch.device | str = 'cp
     model.train(was_training)
     return {'preds': preds, 'gts': gts, 'seeds': seeds,
             'losses': {k: v / max(n_batches, 1) for k, v in loss_sums.items()}}
+
+
+def _fused_with_flip(model, image, depth, K, boxes: np.ndarray,
+                     logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``boxes [B,N,12]``, ``logits [B,N,C]`` of a batch fused per frame with the model's outputs on the batch
+    mirrored left-right (``image [B,H,W,3]``, ``depth [B,H,W]``, ``K [B,3,3]``: cx -> W - 1 - cx)."""
+    from string_perception.runtime.flip_tta import fuse_flip_passes
+    Kf = K.clone()
+    Kf[:, 0, 2] = (image.shape[2] - 1) - K[:, 0, 2]
+    out = model(image.flip(2), depth.flip(2), Kf)
+    fb, fl = out['boxes'].float().cpu().numpy(), out['logits'].float().cpu().numpy()   # [B,N,12], [B,N,C]
+    grid = model.config.grid_size
+    fused = [fuse_flip_passes({'boxes': np.stack([boxes[b], fb[b]]), 'logits': np.stack([logits[b], fl[b]])}, grid)
+             for b in range(len(boxes))]
+    return np.concatenate([f['boxes'] for f in fused]), np.concatenate([f['logits'] for f in fused])
 
 
 def _keep_masks(preds: Sequence[dict], score_threshold: float) -> list[np.ndarray]:
