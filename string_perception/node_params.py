@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 __all__ = ['ParamSpec', 'PARAMS', 'SPECS', 'NODE_NAME', 'defaults', 'validate', 'validate_all', 'check_updates',
            'declare_all', 'read_all', 'render_yaml', 'tf2_available', 'import_tf2', 'TF2_NAMES',
            'effective_score_threshold', 'trt_cache_dir',
-           'AUTO_PROVIDERS', 'model_options',
+           'AUTO_PROVIDERS', 'model_options', 'flip_tta_on', 'FLIP_TTA_CHOICES',
            'DEFAULT_SCORE_THRESHOLD']
 
 NODE_NAME = 'string_perception'
@@ -29,6 +29,7 @@ RELIABILITY = ('best_effort', 'reliable')
 INPUTS = ('image', 'depth', 'camera_info')
 AUTO_PROVIDERS = 'auto'   # providers: [auto] = what this host can run (runtime.onnx_runner.usable_providers)
 DEFAULT_SCORE_THRESHOLD = 0.3   # when score_threshold is -1 and the model's metadata recommends none
+FLIP_TTA_CHOICES = ('auto', 'on', 'off')   # flip_tta: auto = on with a GPU provider (flip_tta_on)
 TF2_NAMES = ('Buffer', 'TransformListener', 'TransformException')   # what ros/tf_lookup.py needs from tf2_ros
 
 
@@ -112,10 +113,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               'runs a frame (2x2: about 5x the inference time; docs/results/workcell.md); a window box the whole '
               'frame does not confirm scores x 0.3 (docs/results/tiling_precision.md)',
               choices=('none', '2x2', '3x3'), live=True),
-    ParamSpec('flip_tta', 'bool', False,
+    ParamSpec('flip_tta', 'string', 'auto',
               'flip test-time augmentation: the model also sees the frame mirrored left-right and each token\'s two '
-              'predictions are averaged before NMS (2x the inference time; with tiling, the whole-frame pass; '
-              'docs/results/workcell.md)', live=True),
+              'predictions are averaged before NMS (2 model passes a frame; with tiling, the whole-frame pass; '
+              'docs/results/workcell.md): on, off, or auto = on where the session runs a GPU provider (where '
+              'model_path empty runs the accurate model), off on the CPU', choices=FLIP_TTA_CHOICES, live=True),
     ParamSpec('image_transport', 'string', 'raw',
               'colour input type: raw (sensor_msgs/Image) or compressed (sensor_msgs/CompressedImage)',
               choices=('raw', 'compressed')),
@@ -262,6 +264,15 @@ def effective_score_threshold(value: float, metadata: Any = None) -> float:
         return float(value)
     recommended = getattr(metadata, 'score_threshold', None)
     return float(recommended) if recommended is not None else DEFAULT_SCORE_THRESHOLD
+
+
+def flip_tta_on(value: str, provider: str) -> bool:
+    """Whether the node runs flip test-time augmentation: ``flip_tta`` ``on`` / ``off``, or ``auto`` = on when the
+    session's first provider (``provider``) is a GPU one: there the two passes run as one batch of 2 and the
+    accurate model is the default; on the CPU they double the inference time."""
+    if value not in FLIP_TTA_CHOICES:
+        raise ValueError(f'flip_tta must be one of {FLIP_TTA_CHOICES}, got {value!r}')
+    return value == 'on' or (value == 'auto' and provider != 'CPUExecutionProvider')
 
 
 def tracker_config(cfg: Mapping[str, Any]):

@@ -20,13 +20,16 @@ from ..runtime.tiling import TilingConfig, parse_tiling
 __all__ = ['on_parameter_updates', 'pipeline_settings', 'tiling_setting']
 
 
-def pipeline_settings(cfg: Mapping[str, Any], model_metadata: Any) -> dict[str, Any]:
+def pipeline_settings(cfg: Mapping[str, Any], model_metadata: Any,
+                      provider: str = 'CPUExecutionProvider') -> dict[str, Any]:
     """The live pipeline parameters of ``cfg`` as ``Pipeline.set_params`` keywords (``score_threshold`` -1 = the
-    model's recommended threshold from ``model_metadata``; ``max_depth_m`` 0 = no limit)."""
+    model's recommended threshold from ``model_metadata``; ``max_depth_m`` 0 = no limit; ``flip_tta`` auto = on
+    when ``provider``, the session's first, is a GPU one)."""
     return dict(score_threshold=P.effective_score_threshold(cfg['score_threshold'], model_metadata),
                 nms_iou=cfg['nms_iou'], max_detections=cfg['max_detections'], pre_nms_top_k=cfg['pre_nms_top_k'],
                 max_depth_m=cfg['max_depth_m'] or None, nms_class_agnostic=cfg['nms_class_agnostic'],
-                multi_label=cfg['multi_label'], resize_mode=cfg['resize_mode'], flip_tta=cfg['flip_tta'])
+                multi_label=cfg['multi_label'], resize_mode=cfg['resize_mode'],
+                flip_tta=P.flip_tta_on(cfg['flip_tta'], provider))
 
 
 def tiling_setting(cfg: Mapping[str, Any]) -> TilingConfig | None:

@@ -113,7 +113,7 @@ class StringPerceptionNode(ManagedNode):
     def _apply_live(self, cfg: Mapping[str, Any], new: Mapping[str, Any] | None = None) -> None:
         """Push the live parameters of ``cfg`` into the pipeline (ValueError leaves it unchanged), the input checks,
         the target frame and the outputs; a new ``score_threshold`` is latched on ``~/label_info``."""
-        self.pipeline.set_params(**pipeline_settings(cfg, self.pipeline.model.metadata))
+        self.pipeline.set_params(**pipeline_settings(cfg, self.pipeline.model.metadata, self.pipeline.provider))
         self.pipeline.set_tiling(tiling_setting(cfg))
         self.inputs.set_live(cfg)
         self.target.set_live(cfg)
@@ -155,7 +155,8 @@ class StringPerceptionNode(ManagedNode):
         self._input_group = MutuallyExclusiveCallbackGroup()
         self._start_diagnostics(cfg['diagnostics_period'], self._publish_diagnostics, MutuallyExclusiveCallbackGroup())
         log.info(f'configured: model {path} ({len(self.pipeline.labels)} labels, input {self.pipeline.input_hw}), '
-                 f'provider {self.pipeline.provider}, score threshold {self.pipeline.params["score_threshold"]:.3f}')
+                 f'provider {self.pipeline.provider}, score threshold {self.pipeline.params["score_threshold"]:.3f}, '
+                 f'flip TTA {"on" if self.pipeline.params["flip_tta"] else "off"} (flip_tta {cfg["flip_tta"]})')
         return SUCCESS
 
     def on_activate(self, state) -> TransitionCallbackReturn:

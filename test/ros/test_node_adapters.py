@@ -128,6 +128,19 @@ def test_pipeline_settings_resolve_the_model_threshold_and_no_depth_limit():
                       'nms_class_agnostic', 'multi_label', 'resize_mode', 'flip_tta'}
 
 
+def test_flip_tta_auto_is_on_with_a_gpu_provider_only():
+    cfg, meta = P.defaults(), SimpleNamespace(score_threshold=None)
+    assert cfg['flip_tta'] == 'auto'
+    assert pipeline_settings(cfg, meta)['flip_tta'] is False                                   # CPU: 2x the time
+    for gpu in ('CUDAExecutionProvider', 'TensorrtExecutionProvider'):
+        assert pipeline_settings(cfg, meta, gpu)['flip_tta'] is True
+    assert pipeline_settings({**cfg, 'flip_tta': 'on'}, meta)['flip_tta'] is True            # asked for: always
+    assert pipeline_settings({**cfg, 'flip_tta': 'off'}, meta, 'CUDAExecutionProvider')['flip_tta'] is False
+    with pytest.raises(ValueError, match='flip_tta'):
+        P.flip_tta_on('true', 'CPUExecutionProvider')
+    assert not P.check_updates([('flip_tta', 'yes')])[0] and P.check_updates([('flip_tta', 'off')])[0]
+
+
 def test_the_tiling_parameter_maps_to_the_pipeline_tiling_and_refuses_other_grids():
     assert P.defaults()['tiling'] == 'none' and tiling_setting(P.defaults()) is None   # off unless asked for
     tiles = tiling_setting({**P.defaults(), 'tiling': '2x2'})

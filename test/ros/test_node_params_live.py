@@ -16,7 +16,7 @@ LIVE_VALUES = {
     'score_threshold': 0.42, 'nms_iou': 0.45, 'max_detections': 7, 'pre_nms_top_k': 33, 'max_depth_m': 4.5,
     'publish_markers': False, 'marker_alpha': 0.8, 'marker_lifetime': 2.5, 'publish_embedding': False, 'publish_tokens': True,
     'publish_debug_image': True, 'tf_timeout': 0.2, 'max_stamp_future': 3.5, 'stamp_reset_jump': 0.75,
-    'input_timeout': 2.5, 'log_throttle': 1.5, 'tiling': '2x2',
+    'input_timeout': 2.5, 'log_throttle': 1.5, 'tiling': '2x2', 'flip_tta': 'on',
 }
 NOT_LIVE = {'sync_slop': 0.2, 'sync_queue_size': 3}
 
