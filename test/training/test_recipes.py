@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / 'config' / 'recipes'
 # The shipped checkpoint -> the recipe of the run that wrote it.
 SHIPPED = {'vitd_tiny_cayley.pt': 'vitd_tiny_cayley.yaml', 'vitd_workcell.pt': 'vitd_workcell_stage8b.yaml',
-           'vitd_workcell_hr.pt': 'vitd_workcell_stage10.yaml'}
+           'vitd_workcell_hr.pt': 'vitd_workcell_stage11.yaml'}
 # Fields that name places on the machine that trained (absolute paths there, relative paths here), never a setting
 # of the run: where it wrote, where it kept the frame cache, where the stage it started from lay.
 MACHINE_PATHS = ('out', 'cache_file', 'init_from')
@@ -124,7 +124,8 @@ def test_a_malformed_recipe_is_refused(tmp_path):
                                                                        'vitd_workcell_stage8.yaml',
                                                                        'vitd_workcell_stage8b.yaml',
                                                                        'vitd_workcell_stage9.yaml',
-                                                                       'vitd_workcell_stage10.yaml'])])
+                                                                       'vitd_workcell_stage10.yaml',
+                                                                       'vitd_workcell_stage11.yaml'])])
 def test_model_cards_cite_their_recipes(card, recipes):
     text = (ROOT / 'models' / card).read_text()
     for name in recipes:
