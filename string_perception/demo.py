@@ -40,7 +40,8 @@ from .paths import model_file
 from .runtime.preprocess import to_rgb
 from .scenes import CLASS_NAMES
 
-__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'DetectionListener', 'default_model', 'label_list', 'frame_line']
+__all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'LABEL_INFO_TOPIC', 'DetectionListener', 'default_model',
+           'label_list', 'frame_line']
 
 DEMO_NODE_NAME = 'string_perception_demo'
 DETECTIONS_TOPIC = '/string_perception/detections'

@@ -99,3 +99,17 @@ def test_a_run_longer_than_its_stamp_range_is_refused():
         plan_runs(args)
     args = build_parser().parse_args(['--suite', 'workcell', '--rate', '2', '--frames', '8'])
     assert len(plan_runs(args)) == 6
+
+
+def test_the_demo_waits_for_the_nodes_class_names_before_any_frame():
+    """Without the node's LabelInfo the demo could only guess class names (a live run once scored the workcell
+    classes as the procedural ones); it waits for the detections match AND the LabelInfo, and says which is missing."""
+    from types import SimpleNamespace
+    from string_perception.sim_ros.sim_demo import wait_for_node
+    publishers = SimpleNamespace(n=0)
+    listener = SimpleNamespace(subscription=SimpleNamespace(get_publisher_count=lambda: publishers.n), id_names=None)
+    assert 'detections topic' in wait_for_node(listener, 0.05, poll_s=0.01)
+    publishers.n = 1
+    assert 'label_info' in wait_for_node(listener, 0.05, poll_s=0.01)
+    listener.id_names = {0: 'box', 5: 'object'}
+    assert wait_for_node(listener, 0.05, poll_s=0.01) is None
