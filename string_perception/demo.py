@@ -41,7 +41,7 @@ from .runtime.preprocess import to_rgb
 from .scenes import CLASS_NAMES
 
 __all__ = ['main', 'build_parser', 'DEMO_NODE_NAME', 'LABEL_INFO_TOPIC', 'DetectionListener', 'default_model',
-           'label_list', 'frame_line']
+           'wait_for_node', 'label_list', 'frame_line']
 
 DEMO_NODE_NAME = 'string_perception_demo'
 DETECTIONS_TOPIC = '/string_perception/detections'
@@ -108,6 +108,24 @@ def _ground_truth(bag: Path, topic: str) -> dict[int, Any]:
     finally:
         reader.close()
     return out
+
+
+def wait_for_node(listener, timeout_s: float, poll_s: float = 0.05) -> str | None:
+    """Wait until the node's detections topic matches ``listener`` (a :class:`~string_perception.demo.
+    DetectionListener`) and its latched ``~/label_info`` has arrived; None when both did within ``timeout_s``, else
+    what is missing. Without the LabelInfo the class ids could only be named by guess (the procedural classes), and
+    every class-aware figure would be wrong (a sim demo run once printed 'cube', '4' and '5' for the workcell
+    classes). The bag demo and the sim demo call it before their first frame."""
+    deadline = time.monotonic() + timeout_s
+    while listener.subscription.get_publisher_count() < 1:
+        if time.monotonic() > deadline:
+            return "the node's detections topic never matched this listener"
+        time.sleep(poll_s)
+    while listener.id_names is None:
+        if time.monotonic() > deadline:
+            return f"the node's {LABEL_INFO_TOPIC} (class names) never arrived"
+        time.sleep(poll_s)
+    return None
 
 
 def label_list(id_names: dict[int, str] | None, *msgs) -> list[str]:
@@ -207,6 +225,10 @@ def _play_and_score(args, bag: Path, topics: dict, domain: int, out: Path, model
         player = BagPlayer(node, bag, rate=args.rate, topics=camera)
         if not player.wait_for_subscribers(1, 30.0):
             print('string-perception-demo: the node did not subscribe to the camera topics', file=sys.stderr)
+            return 2
+        problem = wait_for_node(listener, 30.0)
+        if problem:
+            print(f'string-perception-demo: {problem}', file=sys.stderr)
             return 2
         time.sleep(0.5)                                   # let discovery finish on the node's side too
         published: dict[int, float] = {}                   # colour stamp -> monotonic publish time

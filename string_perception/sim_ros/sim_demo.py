@@ -38,7 +38,7 @@ from ..child_process import ChildProcess
 from ..codec.detection_msgs import camera_info_to_k, detections_from_msg, stamp_to_ns
 from ..codec.image_conversion import convert_encoding, imgmsg_to_array
 from ..dds_env import MAX_DOMAIN_ID, apply_dds_env, merged_dds_env
-from ..demo import LABEL_INFO_TOPIC, DetectionListener, default_model, label_list
+from ..demo import DetectionListener, default_model, label_list, wait_for_node
 from ..evaluation.evaluate import json_default
 from ..evaluation.workcell import WorkcellEvalConfig, label_min_visible_pixels, rig_seed
 from ..sim.config import CELL_NAMES
@@ -246,23 +246,6 @@ def _run_all(args, runs, domain: int, env: dict, out: Path, model: str, wc: Work
         node.destroy_node()
         rclpy.try_shutdown()
     return _score_and_report(args, results, listener.id_names, out, model, wc)
-
-
-def wait_for_node(listener, timeout_s: float, poll_s: float = 0.05) -> str | None:
-    """Wait until the node's detections topic matches ``listener`` (a :class:`~string_perception.demo.
-    DetectionListener`) and its latched ``~/label_info`` has arrived; None when both did within ``timeout_s``, else
-    what is missing. Without the LabelInfo the class ids could only be named by guess (the procedural classes), and
-    every class-aware figure would be wrong (a run once printed 'cube', '4' and '5' for the workcell classes)."""
-    deadline = time.monotonic() + timeout_s
-    while listener.subscription.get_publisher_count() < 1:
-        if time.monotonic() > deadline:
-            return "the node's detections topic never matched this listener"
-        time.sleep(poll_s)
-    while listener.id_names is None:
-        if time.monotonic() > deadline:
-            return f"the node's {LABEL_INFO_TOPIC} (class names) never arrived"
-        time.sleep(poll_s)
-    return None
 
 
 def _live_frames(cell: str, rig: str, msgs: dict, received: dict, labels: list[str], id_names) -> list[LiveFrame]:

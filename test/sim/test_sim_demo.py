@@ -102,10 +102,10 @@ def test_a_run_longer_than_its_stamp_range_is_refused():
 
 
 def test_the_demo_waits_for_the_nodes_class_names_before_any_frame():
-    """Without the node's LabelInfo the demo could only guess class names (a live run once scored the workcell
-    classes as the procedural ones); it waits for the detections match AND the LabelInfo, and says which is missing."""
+    """Without the node's LabelInfo the demos could only guess class names (a live run once scored the workcell
+    classes as the procedural ones); both wait for the detections match AND the LabelInfo, and say which is missing."""
     from types import SimpleNamespace
-    from string_perception.sim_ros.sim_demo import wait_for_node
+    from string_perception.demo import wait_for_node
     publishers = SimpleNamespace(n=0)
     listener = SimpleNamespace(subscription=SimpleNamespace(get_publisher_count=lambda: publishers.n), id_names=None)
     assert 'detections topic' in wait_for_node(listener, 0.05, poll_s=0.01)
