@@ -10,7 +10,7 @@ and the token of patch ``(r, c)`` of the mirrored grid stands at patch ``(r, gw 
 
 The two boxes of one token then describe one object, but possibly with its axes labelled differently (the model
 predicts one of the box's 24 axis labellings, and the mirror changes which one it picks). The mirrored pass's box is
-relabelled to the original pass's (the member of the cube group :func:`~string_perception.box_ops.box_symmetries`
+relabelled to the original pass's (:func:`~string_perception.symmetry.nearest_relabelling`, the cube-group member
 nearest its rotation: the same box, sizes permuted with its axes) before the average: translations and sizes are
 averaged, the rotations by their chordal L2 mean (the rotation nearest ``(Ra + Rb) / 2``, by SVD, so that which
 pass is called ``a`` does not change the box), and the class logits are averaged. Tokens whose patch is padding in
@@ -27,20 +27,26 @@ import dataclasses
 import numpy as np
 
 from .. import box_ops
+from ..symmetry import nearest_relabelling
 from .preprocess import ModelInputs
 
-__all__ = ['MIRROR', 'flip_inputs', 'mirror_boxes', 'mirrored_token_order', 'nearest_rotation', 'fuse_boxes',
-           'fuse_flip_passes']
+__all__ = ['MIRROR', 'mirrored_cx', 'flip_inputs', 'mirror_boxes', 'mirrored_token_order', 'nearest_rotation',
+           'fuse_boxes', 'fuse_flip_passes']
 
 MIRROR = np.diag([-1.0, 1.0, 1.0])             # reflection of the camera frame's x axis
-_CUBE_GROUP = box_ops.box_symmetries()         # [24,3,3] the axis relabellings of a box
+
+
+def mirrored_cx(cx, width: int):
+    """The principal point's ``cx`` of an image ``width`` pixels wide mirrored left-right: ``width - 1 - cx``
+    (numpy arrays and torch tensors alike; the checkpoint evaluator mirrors its batches with it)."""
+    return (width - 1) - cx
 
 
 def flip_inputs(inputs: ModelInputs) -> ModelInputs:
     """``inputs`` mirrored left-right: image and depth reversed along the width, ``cx -> W - 1 - cx``."""
     W = inputs.image.shape[2]
     K = np.array(inputs.intrinsics, np.float32, copy=True)                       # [1,3,3]
-    K[:, 0, 2] = (W - 1) - K[:, 0, 2]
+    K[:, 0, 2] = mirrored_cx(K[:, 0, 2], W)
     return dataclasses.replace(inputs, image=np.ascontiguousarray(inputs.image[:, :, ::-1]),    # [1,H,W,3]
                                depth=np.ascontiguousarray(inputs.depth[:, :, ::-1]), intrinsics=K)  # [1,H,W]
 
@@ -74,10 +80,9 @@ def fuse_boxes(boxes_a: np.ndarray, boxes_b: np.ndarray) -> np.ndarray:
     and sizes averaged and the rotations by their chordal L2 mean -> ``[N,12]`` float64."""
     ta, Ra, sa = box_ops.decode_box_params(boxes_a)                              # [N,3], [N,3,3], [N,3]
     tb, Rb, sb = box_ops.decode_box_params(boxes_b)
-    RbP = Rb[:, None] @ _CUBE_GROUP[None]                                         # [N,24,3,3] b's labellings
-    k = np.argmax(np.einsum('nij,nkij->nk', Ra, RbP), axis=1)                     # [N] max trace(Ra^T Rb P)
-    Rb = RbP[np.arange(len(k)), k]                                                # [N,3,3]
-    sb = np.einsum('nji,nj->ni', np.abs(_CUBE_GROUP[k]), sb)                      # [N,3] |P|^T size
+    P = nearest_relabelling(Rb, Ra)                                               # [N,3,3] Rb P nearest Ra
+    Rb = Rb @ P                                                                   # [N,3,3]
+    sb = np.einsum('nji,nj->ni', np.abs(P), sb)                                   # [N,3] |P|^T size
     R = nearest_rotation(0.5 * (Ra + Rb))                                         # [N,3,3]
     return box_ops.encode_box_params(0.5 * (ta + tb), R, 0.5 * (sa + sb))
 

@@ -113,9 +113,9 @@ def _fused_with_flip(model, image, depth, K, boxes: np.ndarray,
                      logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``boxes [B,N,12]``, ``logits [B,N,C]`` of a batch fused per frame with the model's outputs on the batch
     mirrored left-right (``image [B,H,W,3]``, ``depth [B,H,W]``, ``K [B,3,3]``: cx -> W - 1 - cx)."""
-    from string_perception.runtime.flip_tta import fuse_flip_passes
+    from string_perception.runtime.flip_tta import fuse_flip_passes, mirrored_cx
     Kf = K.clone()
-    Kf[:, 0, 2] = (image.shape[2] - 1) - K[:, 0, 2]
+    Kf[:, 0, 2] = mirrored_cx(K[:, 0, 2], image.shape[2])
     out = model(image.flip(2), depth.flip(2), Kf)
     fb, fl = out['boxes'].float().cpu().numpy(), out['logits'].float().cpu().numpy()   # [B,N,12], [B,N,C]
     grid = model.config.grid_size
